@@ -1,0 +1,1 @@
+"""gradhunt diagnostics: one layer that inspects minigrad and torch models alike."""

@@ -1,0 +1,161 @@
+"""Elementwise arithmetic: add, sub, mul, div, neg, pow, exp, log, sqrt, abs, clip."""
+import numpy as np
+
+from ..function import Function
+from .broadcast import unbroadcast
+
+
+class Add(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = (np.shape(a), np.shape(b))
+        return a + b
+
+    @staticmethod
+    def backward(ctx, grad):
+        shape_a, shape_b = ctx.shapes
+        grad_a = unbroadcast(grad, shape_a) if ctx.needs_input_grad[0] else None
+        grad_b = unbroadcast(grad, shape_b) if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b
+
+
+class Sub(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = (np.shape(a), np.shape(b))
+        return a - b
+
+    @staticmethod
+    def backward(ctx, grad):
+        shape_a, shape_b = ctx.shapes
+        grad_a = unbroadcast(grad, shape_a) if ctx.needs_input_grad[0] else None
+        grad_b = unbroadcast(-grad, shape_b) if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b
+
+
+class Mul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        grad_a = unbroadcast(grad * b, np.shape(a)) if ctx.needs_input_grad[0] else None
+        grad_b = unbroadcast(grad * a, np.shape(b)) if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b
+
+
+class Div(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a / b
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        grad_a = unbroadcast(grad / b, np.shape(a)) if ctx.needs_input_grad[0] else None
+        grad_b = unbroadcast(-grad * a / (b * b), np.shape(b)) if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b
+
+
+class Neg(Function):
+    @staticmethod
+    def forward(ctx, a):
+        return -a
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -grad
+
+
+class Pow(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        out = a ** b
+        ctx.save_for_backward(a, b, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b, out = ctx.saved_tensors
+        grad_a = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_a = unbroadcast(grad * b * a ** (b - 1), np.shape(a))
+        if ctx.needs_input_grad[1]:
+            log_a = np.log(np.where(a > 0, a, 1))
+            grad_b = unbroadcast(grad * out * log_a, np.shape(b))
+        return grad_a, grad_b
+
+
+class Exp(Function):
+    @staticmethod
+    def forward(ctx, a):
+        out = np.exp(a)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad * out
+
+
+class Log(Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return np.log(a)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_tensors
+        return grad / a
+
+
+class Sqrt(Function):
+    @staticmethod
+    def forward(ctx, a):
+        out = np.sqrt(a)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad / (2 * out)
+
+
+class Abs(Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return np.abs(a)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_tensors
+        return grad * np.sign(a)
+
+
+class Clip(Function):
+    """``clamp(a, low, high)``; the gradient passes where ``low <= a <= high``, as in torch."""
+
+    @staticmethod
+    def forward(ctx, a, low, high):
+        ctx.save_for_backward(a)
+        ctx.bounds = (low, high)
+        return np.clip(a, low, high)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_tensors
+        low, high = ctx.bounds
+        inside = np.ones(a.shape, dtype=bool)
+        if low is not None:
+            inside &= a >= low
+        if high is not None:
+            inside &= a <= high
+        return grad * inside, None, None

@@ -21,6 +21,10 @@ import numpy as np
 from .grad_mode import is_grad_enabled
 
 
+class ShapeError(ValueError):
+    """An op got inputs whose shapes don't fit; the message names the op and the shapes."""
+
+
 class Context:
     """The graph node of one op call: what ``backward`` needs, and the inputs to send gradients to.
 
@@ -72,7 +76,12 @@ class Function:
 
         arrays = tuple(x.data if isinstance(x, Tensor) else x for x in args)
         ctx = Context(cls, args)
-        out = cls.forward(ctx, *arrays)
+        try:
+            out = cls.forward(ctx, *arrays)
+        except ValueError as exc:
+            if type(exc) is not ValueError:
+                raise
+            raise ShapeError(f"{cls.__name__}: {exc} (input shapes: {_shapes(arrays)})") from exc
         if not isinstance(out, np.ndarray):
             out = np.asarray(out)
         record = is_grad_enabled() and any(ctx.needs_input_grad)
@@ -80,6 +89,10 @@ class Function:
         if record:
             result.grad_fn = ctx
         return result
+
+
+def _shapes(arrays):
+    return ", ".join(str(x.shape) for x in arrays if isinstance(x, np.ndarray))
 
 
 def _is_tensor(x):

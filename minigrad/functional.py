@@ -1,5 +1,5 @@
 """Functions over Tensors, like ``torch.nn.functional``; each calls one op's ``Function.apply``."""
-from .ops import activation, arithmetic, linalg, shape
+from .ops import activation, arithmetic, linalg, loss, shape, softmax as softmax_ops
 from .tensor import Tensor
 
 
@@ -49,5 +49,27 @@ def matmul(a, b):
     return linalg.MatMul.apply(a, b)
 
 
+def softmax(x, dim):
+    return softmax_ops.Softmax.apply(x, dim)
+
+
+def log_softmax(x, dim):
+    return softmax_ops.LogSoftmax.apply(x, dim)
+
+
+def cross_entropy(input, target, *, reduction="mean"):
+    """Log-softmax + NLL; ``target`` is int64 class indices or float class probabilities."""
+    return loss.CrossEntropy.apply(input, target, reduction)
+
+
+def mse_loss(input, target, *, reduction="mean"):
+    return loss.MSELoss.apply(input, target, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, *, reduction="mean"):
+    return loss.BCEWithLogits.apply(input, target, reduction)
+
+
 __all__ = ["linear", "relu", "leaky_relu", "sigmoid", "tanh", "gelu", "clip", "clamp", "cat",
-           "concatenate", "stack", "matmul", "Tensor"]
+           "concatenate", "stack", "matmul", "Tensor", "softmax", "log_softmax",
+           "cross_entropy", "mse_loss", "binary_cross_entropy_with_logits"]

@@ -3,7 +3,7 @@ import numpy as np
 
 from . import functional, nn, optim, random
 from .autograd import GradientShapeError
-from .function import Context, Function
+from .function import Context, Function, ShapeError
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .random import get_rng_state, manual_seed, set_rng_state
 from .tensor import (RemovableHandle, Tensor, arange, float32, float64, int64, ones, ones_like,
@@ -27,7 +27,7 @@ def rand(*shape, dtype=np.float32, requires_grad=False):
 
 
 __all__ = [
-    "Tensor", "tensor", "Function", "Context", "GradientShapeError", "no_grad", "enable_grad",
+    "Tensor", "tensor", "Function", "Context", "GradientShapeError", "ShapeError", "no_grad", "enable_grad",
     "set_grad_enabled", "is_grad_enabled", "zeros", "ones", "zeros_like", "ones_like", "arange",
     "randn", "rand", "cat", "concatenate", "stack", "manual_seed", "get_rng_state",
     "set_rng_state", "float32", "float64", "int64", "nn", "optim", "functional",

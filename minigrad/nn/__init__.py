@@ -3,8 +3,10 @@ from . import init
 from .activation import GELU, LeakyReLU, ReLU, Sigmoid, Tanh
 from .container import ModuleList, Sequential
 from .linear import Linear
+from .loss import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
 from .module import Module
 from .parameter import Parameter
 
 __all__ = ["Module", "Parameter", "Linear", "ReLU", "LeakyReLU", "Sigmoid", "Tanh", "GELU",
-           "Sequential", "ModuleList", "init"]
+           "Sequential", "ModuleList", "init", "CrossEntropyLoss", "MSELoss",
+           "BCEWithLogitsLoss"]

@@ -28,8 +28,8 @@ def rand(*shape, dtype=np.float32, requires_grad=False):
 
 __all__ = [
     "Tensor", "tensor", "Function", "Context", "GradientShapeError", "ShapeError", "no_grad",
-    "enable_grad", "set_grad_enabled", "is_grad_enabled", "zeros", "ones", "zeros_like", "ones_like", "arange",
-    "randn", "rand", "cat", "concatenate", "stack", "manual_seed", "get_rng_state",
-    "set_rng_state", "float32", "float64", "int64", "nn", "optim", "functional",
+    "enable_grad", "set_grad_enabled", "is_grad_enabled", "zeros", "ones", "zeros_like",
+    "ones_like", "arange", "randn", "rand", "cat", "concatenate", "stack", "manual_seed",
+    "get_rng_state", "set_rng_state", "float32", "float64", "int64", "nn", "optim", "functional",
     "RemovableHandle",
 ]

@@ -1,14 +1,9 @@
-"""The ``gradhunt`` command."""
-import argparse
-import sys
+"""The diagnostics' sub-commands of ``gradhunt`` (the command itself is ``scenarios.cli``).
+
+Each ``add_*`` function registers one sub-command on an ``argparse`` sub-parser set; the
+handler it sets (``func``) takes the parsed arguments and returns the exit code.
+"""
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="gradhunt", description=__doc__)
-    parser.parse_args(argv)
-    print("gradhunt: no command yet")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def add_commands(subparsers):
+    """Register the diagnostics' sub-commands."""

@@ -1,0 +1,1 @@
+"""The catalogue of plantable bugs, and the code that plants and removes them."""

@@ -1,0 +1,20 @@
+"""Backends: one per framework, chosen from the model's type. A user never names one."""
+from ..errors import DiagnosticsError
+from .base import Backend, ModelState
+from .minigrad_backend import MinigradBackend
+from .torch_backend import TorchBackend
+
+_BACKENDS = (MinigradBackend, TorchBackend)
+
+
+def get_backend(model, *, argument="model"):
+    """The backend for ``model``; a ``DiagnosticsError`` naming ``argument`` if there is none."""
+    for backend in _BACKENDS:
+        if backend.accepts(model):
+            return backend(model)
+    raise DiagnosticsError(
+        f"{argument}: expected a torch.nn.Module or a minigrad.nn.Module, "
+        f"got {type(model).__module__}.{type(model).__qualname__}")
+
+
+__all__ = ["Backend", "ModelState", "MinigradBackend", "TorchBackend", "get_backend"]

@@ -1,0 +1,243 @@
+"""The backend protocol: what the diagnostics need from a framework, in one small interface.
+
+Every diagnostic talks to a model through a ``Backend`` chosen from the model's type
+(``get_backend``), so one code path serves torch and minigrad. Arrays cross the boundary as
+NumPy ndarrays; framework tensors stay inside the backend except where a hook hands one over.
+"""
+import contextlib
+import copy
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import DiagnosticsError
+
+
+@dataclass
+class ModelState:
+    """Everything "Nothing lost" lists, captured by ``Backend.snapshot``."""
+
+    parameters: dict          # name -> framework tensor copy (dtype and device included)
+    buffers: dict             # name -> framework tensor copy
+    gradients: dict           # name -> copy of .grad, or None
+    requires_grad: dict       # name -> bool
+    training: dict            # module name -> bool
+    hook_keys: dict           # module name -> {hook dict name: frozenset of keys}
+    rng: dict                 # generator name -> state
+
+
+class Backend(ABC):
+    """One framework's implementation of the operations the diagnostics use."""
+
+    name = "abstract"
+
+    def __init__(self, model):
+        self.model = model
+
+    # ---------------------------------------------------------------- choosing
+    @staticmethod
+    @abstractmethod
+    def accepts(model):
+        """True when ``model`` is a module of this framework."""
+
+    # -------------------------------------------------------------- structure
+    def named_parameters(self):
+        """``[(name, parameter)]`` in registration order, names as the framework spells them."""
+        return list(self.model.named_parameters())
+
+    def named_modules(self):
+        """``[(name, module)]`` as ``named_modules()`` spells them; the root is ``""``."""
+        return list(self.model.named_modules())
+
+    def named_buffers(self):
+        return list(self.model.named_buffers())
+
+    def parameter(self, name):
+        return dict(self.model.named_parameters())[name]
+
+    def module(self, name):
+        return dict(self.model.named_modules())[name]
+
+    @abstractmethod
+    def is_tensor(self, value):
+        """True for a tensor of this framework."""
+
+    # ----------------------------------------------------------------- arrays
+    @abstractmethod
+    def to_numpy(self, tensor):
+        """A NumPy copy of ``tensor`` (detached, on the host)."""
+
+    @abstractmethod
+    def from_numpy(self, array, *, like=None):
+        """A framework tensor holding ``array`` (on ``like``'s device when given)."""
+
+    def read_parameter(self, name):
+        return self.to_numpy(self.parameter(name))
+
+    @abstractmethod
+    def write_parameter(self, name, array):
+        """Overwrite a parameter's values in place (dtype and identity kept)."""
+
+    def read_gradient(self, name):
+        grad = self.parameter(name).grad
+        return None if grad is None else self.to_numpy(grad)
+
+    # ---------------------------------------------------------------- running
+    def forward(self, inputs):
+        """``model(*inputs)`` when ``inputs`` is a tuple, else ``model(inputs)``."""
+        return self.model(*inputs) if isinstance(inputs, tuple) else self.model(inputs)
+
+    @abstractmethod
+    def backward(self, loss):
+        """Backpropagate a scalar loss into the parameters' ``.grad``."""
+
+    @abstractmethod
+    def zero_grad(self):
+        """Set every parameter's ``.grad`` to None."""
+
+    @abstractmethod
+    def no_grad(self):
+        """A context manager that turns off graph recording."""
+
+    @abstractmethod
+    def grad_enabled(self):
+        """True when the framework records a graph now."""
+
+    @abstractmethod
+    def scalar(self, tensor):
+        """The value of a one-element tensor as a Python float."""
+
+    # ------------------------------------------------------------------ hooks
+    def add_forward_hook(self, module, hook):
+        """``hook(module, inputs, output)``; returns a handle with ``remove()``."""
+        return module.register_forward_hook(hook)
+
+    def add_backward_hook(self, module, hook):
+        """``hook(module, grad_input, grad_output)`` (framework gradients); returns a handle."""
+        return module.register_full_backward_hook(hook)
+
+    def hook_keys(self):
+        """module name -> {hook dict: keys}: what ``restore`` uses to drop leftover hooks."""
+        return {name: {attr: frozenset(module.__dict__.get(attr, {}).keys())
+                       for attr in self.HOOK_DICTS}
+                for name, module in self.named_modules()}
+
+    HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks")
+    HOOK_SIDE_DICTS = ()  # dicts that hold extra data for a hook under the same key
+
+    # ------------------------------------------------------------------ state
+    @abstractmethod
+    def _copy_tensor(self, tensor):
+        """An independent copy of a tensor, same dtype and device."""
+
+    @abstractmethod
+    def _assign_tensor(self, target, saved):
+        """Write ``saved`` back into ``target`` (values, dtype, shape), keeping ``target``'s identity."""
+
+    @abstractmethod
+    def rng_state(self):
+        """The global generators' states: NumPy's, and the framework's."""
+
+    @abstractmethod
+    def set_rng_state(self, state):
+        """Put back what ``rng_state`` returned."""
+
+    def snapshot(self):
+        """Capture parameters, buffers, gradients, flags, modes, hook keys and RNG states."""
+        params = self.named_parameters()
+        return ModelState(
+            parameters={n: self._copy_tensor(p) for n, p in params},
+            buffers={n: self._copy_tensor(b) for n, b in self.named_buffers() if b is not None},
+            gradients={n: None if p.grad is None else self._copy_tensor(p.grad) for n, p in params},
+            requires_grad={n: bool(p.requires_grad) for n, p in params},
+            training={n: bool(m.training) for n, m in self.named_modules()},
+            hook_keys=self.hook_keys(),
+            rng=self.rng_state(),
+        )
+
+    def restore(self, state):
+        """Put the model back exactly as ``state`` found it, and drop hooks added since."""
+        params = dict(self.named_parameters())
+        for name, saved in state.parameters.items():
+            self._assign_tensor(params[name], saved)
+            params[name].requires_grad = state.requires_grad[name]
+            saved_grad = state.gradients[name]
+            params[name].grad = None if saved_grad is None else self._copy_tensor(saved_grad)
+        buffers = dict(self.named_buffers())
+        for name, saved in state.buffers.items():
+            self._assign_tensor(buffers[name], saved)
+        modules = dict(self.named_modules())
+        for name, training in state.training.items():
+            modules[name].training = training
+        for name, keys in state.hook_keys.items():
+            kept_anywhere = frozenset().union(*keys.values())
+            for attr in self.HOOK_DICTS + self.HOOK_SIDE_DICTS:
+                kept = keys.get(attr, kept_anywhere)
+                hooks = modules[name].__dict__.get(attr)
+                for key in [k for k in (hooks or {}) if k not in kept]:
+                    del hooks[key]
+        self.set_rng_state(state.rng)
+
+    @contextlib.contextmanager
+    def preserved(self, optimizer=None):
+        """Run the block, then restore the model (and ``optimizer``) as they were, also on error."""
+        state = self.snapshot()
+        optimizer_state = self.optimizer_snapshot(optimizer) if optimizer is not None else None
+        try:
+            yield self
+        finally:
+            self.restore(state)
+            if optimizer is not None:
+                self.optimizer_restore(optimizer, optimizer_state)
+
+    @abstractmethod
+    def optimizer_snapshot(self, optimizer):
+        """A deep copy of the optimizer's state (moments, step counts, hyperparameters)."""
+
+    @abstractmethod
+    def optimizer_restore(self, optimizer, snapshot):
+        """Put back what ``optimizer_snapshot`` returned."""
+
+    def clone(self, *, dtype=None):
+        """A backend over an independent deep copy of the model, without the user's hooks."""
+        with _hooks_set_aside(self.model, self.HOOK_DICTS + self.HOOK_SIDE_DICTS):
+            try:
+                twin = copy.deepcopy(self.model)
+            except Exception as error:  # an attribute that cannot be copied: a lock, a file
+                raise DiagnosticsError(
+                    f"model: expected a module that copy.deepcopy can copy (the diagnostics "
+                    f"work on a copy to leave yours untouched); deepcopy failed with {error!r}"
+                ) from error
+        if dtype is not None:
+            self._convert_dtype(twin, np.dtype(dtype))
+        return type(self)(twin)
+
+    @abstractmethod
+    def _convert_dtype(self, model, dtype):
+        """Convert ``model``'s floating parameters and buffers to the NumPy ``dtype``, in place."""
+
+    def floating_dtype(self):
+        """The dtype of the first floating parameter (NumPy dtype)."""
+        for _, param in self.named_parameters():
+            array = self.to_numpy(param)
+            if np.issubdtype(array.dtype, np.floating):
+                return array.dtype
+        return np.dtype(np.float32)
+
+
+@contextlib.contextmanager
+def _hooks_set_aside(model, attrs):
+    """Empty every hook dict while the block runs (so a deep copy copies no hooks), then put them back."""
+    saved = []
+    for module in model.modules():
+        for attr in attrs:
+            hooks = module.__dict__.get(attr)
+            if hooks is not None:
+                saved.append((module, attr, hooks))
+                object.__setattr__(module, attr, type(hooks)())
+    try:
+        yield
+    finally:
+        for module, attr, hooks in saved:
+            object.__setattr__(module, attr, hooks)

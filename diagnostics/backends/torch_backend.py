@@ -1,0 +1,103 @@
+"""The backend for ``torch.nn.Module`` models. torch is imported only when such a model arrives."""
+import copy
+import random
+import sys
+
+import numpy as np
+
+from .base import Backend
+
+# torch files a hook under one key in a main dict and, with some options, in side dicts
+_TORCH_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                     "_backward_pre_hooks")
+_TORCH_HOOK_SIDE_DICTS = ("_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+                          "_forward_pre_hooks_with_kwargs")
+
+
+class TorchBackend(Backend):
+    name = "torch"
+    HOOK_DICTS = _TORCH_HOOK_DICTS
+    HOOK_SIDE_DICTS = _TORCH_HOOK_SIDE_DICTS
+
+    def __init__(self, model):
+        import torch
+
+        self.torch = torch
+        super().__init__(model)
+
+    @staticmethod
+    def accepts(model):
+        torch = sys.modules.get("torch")
+        return torch is not None and isinstance(model, torch.nn.Module)
+
+    def is_tensor(self, value):
+        return isinstance(value, self.torch.Tensor)
+
+    # ----------------------------------------------------------------- arrays
+    def to_numpy(self, tensor):
+        tensor = tensor.detach()
+        if tensor.dtype in (self.torch.bfloat16, self.torch.float16):
+            tensor = tensor.float()
+        return tensor.cpu().numpy().copy()
+
+    def from_numpy(self, array, *, like=None):
+        tensor = self.torch.from_numpy(np.ascontiguousarray(array))
+        return tensor if like is None else tensor.to(like.device)
+
+    def write_parameter(self, name, array):
+        param = self.parameter(name)
+        with self.torch.no_grad():
+            param.copy_(self.torch.from_numpy(np.ascontiguousarray(array)))
+
+    # ---------------------------------------------------------------- running
+    def backward(self, loss):
+        loss.backward()
+
+    def zero_grad(self):
+        for _, param in self.named_parameters():
+            param.grad = None
+
+    def no_grad(self):
+        return self.torch.no_grad()
+
+    def grad_enabled(self):
+        return self.torch.is_grad_enabled()
+
+    def scalar(self, tensor):
+        return float(tensor.detach().reshape(-1)[0]) if self.is_tensor(tensor) else float(tensor)
+
+    # ------------------------------------------------------------------ state
+    def _copy_tensor(self, tensor):
+        return tensor.detach().clone()
+
+    def _assign_tensor(self, target, saved):
+        with self.torch.no_grad():
+            same = (target.dtype == saved.dtype and target.shape == saved.shape
+                    and target.device == saved.device)
+            if same:
+                target.copy_(saved)
+            else:
+                target.data = saved.clone()
+
+    def rng_state(self):
+        state = {"numpy": np.random.get_state(), "python": random.getstate(),
+                 "torch": self.torch.get_rng_state()}
+        if self.torch.cuda.is_available() and self.torch.cuda.is_initialized():
+            state["torch_cuda"] = self.torch.cuda.get_rng_state_all()
+        return state
+
+    def set_rng_state(self, state):
+        np.random.set_state(state["numpy"])
+        random.setstate(state["python"])
+        self.torch.set_rng_state(state["torch"])
+        if "torch_cuda" in state:
+            self.torch.cuda.set_rng_state_all(state["torch_cuda"])
+
+    def optimizer_snapshot(self, optimizer):
+        return copy.deepcopy(optimizer.state_dict())
+
+    def optimizer_restore(self, optimizer, snapshot):
+        optimizer.load_state_dict(copy.deepcopy(snapshot))
+
+    def _convert_dtype(self, model, dtype):
+        model.to(dtype=getattr(self.torch, dtype.name))

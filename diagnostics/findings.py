@@ -1,0 +1,62 @@
+"""``Finding``: one diagnosis, with a code from a fixed vocabulary like a linter's rule codes."""
+from dataclasses import dataclass, field
+
+from .jsonable import to_jsonable
+
+SEVERITIES = ("info", "warning", "error")
+
+CODES = {
+    "NAN_LOSS": "the loss is NaN or infinite",
+    "LOSS_DIVERGING": "the loss grows",
+    "LOSS_OSCILLATING": "the loss jumps up and down without trend",
+    "LOSS_PLATEAU": "the loss stopped changing",
+    "LOSS_AT_CHANCE": "the loss sits at the value of a uniform guess",
+    "BAD_INIT_LOSS": "the loss at initialisation is far from -log(1/C)",
+    "DEAD_UNITS": "units that never activate",
+    "SATURATED_ACTIVATIONS": "sigmoid/tanh outputs pinned at their limits",
+    "EXPLODING_ACTIVATIONS": "activations grow very large",
+    "COLLAPSED_ACTIVATIONS": "activations with (almost) no variation",
+    "VANISHING_GRADIENTS": "gradients shrink towards the input layers",
+    "EXPLODING_GRADIENTS": "gradient norms blow up",
+    "STALE_GRADIENTS": "gradients pile up across steps (zero_grad missing)",
+    "NO_GRADIENT": "parameters that never receive a gradient",
+    "PARAMS_NOT_UPDATING": "gradients present but parameters unchanged",
+    "GRADIENT_MISMATCH": "analytic gradient disagrees with finite differences",
+    "OVERFIT_FAILED": "the model cannot overfit a single batch",
+    "TRAIN_MODE_AT_EVAL": "dropout or batch norm in train mode during evaluation",
+    "SHAPE_BROADCAST": "output and target shapes broadcast silently in the loss",
+    "LABEL_DTYPE": "labels of the wrong dtype for the loss",
+    "UNNORMALIZED_INPUT": "inputs far from zero mean, unit variance",
+    "DATA_NONFINITE": "NaN or infinite values in the data",
+    "DATA_LEAKAGE": "the same examples in train and test",
+    "LABEL_IMBALANCE": "one class outnumbers another by more than 10:1",
+    "GRAPH_RETAINED": "the autograd graph is kept alive across steps",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A diagnosis: what (``code``), how bad, where, in words, what to try, and the numbers."""
+
+    code: str
+    severity: str
+    location: str | None
+    message: str
+    suggestion: str = ""
+    evidence: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.code not in CODES:
+            raise ValueError(f"Finding.code: unknown code {self.code!r}; known: {sorted(CODES)}")
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"Finding.severity: expected one of {SEVERITIES}, got {self.severity!r}")
+
+    def to_dict(self):
+        return to_jsonable({"code": self.code, "severity": self.severity,
+                            "location": self.location, "message": self.message,
+                            "suggestion": self.suggestion, "evidence": self.evidence})
+
+    def __str__(self):
+        where = f" at {self.location}" if self.location else ""
+        text = f"[{self.severity}] {self.code}{where}: {self.message}"
+        return f"{text}\n    try: {self.suggestion}" if self.suggestion else text

@@ -1,5 +1,6 @@
 """Functions over Tensors, like ``torch.nn.functional``; each calls one op's ``Function.apply``."""
 from .ops import activation, arithmetic, linalg, loss, shape, softmax as softmax_ops
+from .ops import conv, dropout as dropout_ops, normalization, pooling
 from .tensor import Tensor
 
 
@@ -70,6 +71,32 @@ def binary_cross_entropy_with_logits(input, target, *, reduction="mean"):
     return loss.BCEWithLogits.apply(input, target, reduction)
 
 
+def conv2d(input, weight, bias=None, stride=1, padding=0):
+    return conv.Conv2d.apply(input, weight, bias, stride, padding)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0):
+    return pooling.MaxPool2d.apply(input, kernel_size, stride, padding)
+
+
+def dropout(input, p=0.5, training=True):
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    return dropout_ops.Dropout.apply(input, p, training)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Normalize per channel (axis 1); in training, update the running buffers in place."""
+    return normalization.BatchNorm.apply(input, running_mean, running_var, weight, bias,
+                                         training, momentum, eps)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    return normalization.LayerNorm.apply(input, normalized_shape, weight, bias, eps)
+
+
 __all__ = ["linear", "relu", "leaky_relu", "sigmoid", "tanh", "gelu", "clip", "clamp", "cat",
            "concatenate", "stack", "matmul", "Tensor", "softmax", "log_softmax",
-           "cross_entropy", "mse_loss", "binary_cross_entropy_with_logits"]
+           "cross_entropy", "mse_loss", "binary_cross_entropy_with_logits", "conv2d",
+           "max_pool2d", "dropout", "batch_norm", "layer_norm"]

@@ -161,12 +161,17 @@ class Module:
         return self.to(np.float32)
 
     def state_dict(self):
-        """Parameters and buffers by name, as detached tensors sharing the module's data."""
-        state = OrderedDict()
-        for name, param in self.named_parameters():
-            state[name] = Tensor(param.data)
-        for name, buffer in self.named_buffers():
-            state[name] = Tensor(buffer.data)
+        """Parameters and buffers by name, as detached tensors sharing the module's data.
+
+        Ordered as torch orders them: module by module, each module's parameters then buffers.
+        """
+        state, seen = OrderedDict(), set()
+        for module_name, module in self.named_modules():
+            prefix = f"{module_name}." if module_name else ""
+            for name, value in itertools.chain(module._parameters.items(), module._buffers.items()):
+                if value is not None and id(value) not in seen:
+                    seen.add(id(value))
+                    state[prefix + name] = Tensor(value.data)
         return state
 
     def load_state_dict(self, state_dict, strict=True):

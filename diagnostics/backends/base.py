@@ -192,6 +192,10 @@ class Backend(ABC):
                 self.optimizer_restore(optimizer, optimizer_state)
 
     @abstractmethod
+    def new_optimizer(self, name, **options):
+        """A fresh ``<framework>.optim.<name>`` (``"SGD"``, ``"Adam"``) over the model's parameters."""
+
+    @abstractmethod
     def optimizer_snapshot(self, optimizer):
         """A deep copy of the optimizer's state (moments, step counts, hyperparameters)."""
 

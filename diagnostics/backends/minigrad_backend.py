@@ -70,6 +70,9 @@ class MinigradBackend(Backend):
         random.setstate(state["python"])
         minigrad.set_rng_state(copy.deepcopy(state["minigrad"]))
 
+    def new_optimizer(self, name, **options):
+        return getattr(minigrad.optim, name)(self.model.parameters(), **options)
+
     def optimizer_snapshot(self, optimizer):
         return copy.deepcopy(optimizer.state_dict())
 

@@ -93,6 +93,9 @@ class TorchBackend(Backend):
         if "torch_cuda" in state:
             self.torch.cuda.set_rng_state_all(state["torch_cuda"])
 
+    def new_optimizer(self, name, **options):
+        return getattr(self.torch.optim, name)(self.model.parameters(), **options)
+
     def optimizer_snapshot(self, optimizer):
         return copy.deepcopy(optimizer.state_dict())
 

@@ -1,0 +1,322 @@
+"""The one registry of ops that drives the op tests (forward, gradients, finite differences, dtypes).
+
+Each ``OpSpec`` names an op, calls it in minigrad and in torch, and draws input cases. A case
+holds the differentiable inputs (float64 arrays, one Tensor each) and the other arguments
+(dims, targets, options) passed as keywords to both callables. Adding an op is one entry in
+``OPS``; draw its inputs with ``spaced_arrays`` when the op has kinks (relu, abs, max, pooling)
+so that finite differences stay away from them.
+"""
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as TF
+from hypothesis import strategies as st
+
+import minigrad as mg
+import minigrad.functional as F
+from tests.strategies import (arrays, broadcastable_shapes, class_indices, dims, positive_arrays,
+                              probabilities, shapes, spaced_arrays)
+
+
+@dataclass(frozen=True)
+class Case:
+    arrays: tuple
+    params: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """``minigrad(*tensors, **params)`` and ``torch(*tensors, **params)`` compute the same op."""
+
+    name: str
+    minigrad: Callable
+    torch: Callable
+    cases: st.SearchStrategy
+
+
+# --------------------------------------------------------------------------- cases
+@st.composite
+def unary(draw, values=arrays, shape=shapes(), **params):
+    """One input of a drawn shape; ``params`` values may be strategies, drawn too."""
+    drawn = {key: draw(value) if isinstance(value, st.SearchStrategy) else value
+             for key, value in params.items()}
+    return Case((draw(values(draw(shape))),), drawn)
+
+
+@st.composite
+def binary(draw, left=arrays, right=arrays):
+    """Two inputs of mutually broadcastable shapes."""
+    shape_a, shape_b = draw(broadcastable_shapes())
+    return Case((draw(left(shape_a)), draw(right(shape_b))))
+
+
+@st.composite
+def signed_away_from_zero(draw, shape):
+    magnitudes = draw(positive_arrays(shape))
+    signs = draw(st.lists(st.sampled_from([-1.0, 1.0]), min_size=magnitudes.size,
+                          max_size=magnitudes.size))
+    return np.asarray(magnitudes * np.reshape(signs, magnitudes.shape))
+
+
+@st.composite
+def reductions(draw, values=arrays):
+    """An input, a dim (None, one, or a tuple) and keepdim."""
+    x = draw(values(draw(shapes())))
+    dim = draw(st.one_of(st.none(), dims(x.ndim), _dim_tuples(x.ndim)))
+    keepdim = draw(st.booleans())
+    return Case((x,), {"dim": dim, "keepdim": keepdim})
+
+
+def _dim_tuples(ndim):
+    if ndim == 0:
+        return st.none()
+    return st.lists(st.integers(0, ndim - 1), min_size=1, max_size=ndim, unique=True).map(tuple)
+
+
+@st.composite
+def with_dim(draw, values=arrays, min_dims=1):
+    x = draw(values(draw(shapes(min_dims=min_dims))))
+    return Case((x,), {"dim": draw(dims(x.ndim))})
+
+
+@st.composite
+def reshapes(draw):
+    x = draw(arrays(draw(shapes())))
+    options = [(-1,), tuple(reversed(x.shape)), x.shape + (1,), (1,) + x.shape]
+    if x.ndim >= 2:
+        options.append((x.shape[0], -1))
+    return Case((x,), {"shape": draw(st.sampled_from(options))})
+
+
+@st.composite
+def transposes(draw):
+    x = draw(arrays(draw(shapes(min_dims=2))))
+    return Case((x,), {"dim0": draw(dims(x.ndim)), "dim1": draw(dims(x.ndim))})
+
+
+@st.composite
+def permutes(draw):
+    x = draw(arrays(draw(shapes(min_dims=1))))
+    return Case((x,), {"dims": tuple(draw(st.permutations(range(x.ndim))))})
+
+
+@st.composite
+def slicings(draw):
+    """Basic indexing: an int or a slice (positive step, as torch requires) per leading dim."""
+    x = draw(arrays(draw(shapes(min_dims=1))))
+    index = []
+    for size in x.shape[:draw(st.integers(1, x.ndim))]:
+        if draw(st.booleans()):
+            index.append(draw(st.integers(-size, size - 1)))
+        else:
+            start = draw(st.integers(0, size - 1))
+            index.append(slice(start, draw(st.integers(start + 1, size)), draw(st.integers(1, 2))))
+    return Case((x,), {"index": tuple(index)})
+
+
+@st.composite
+def integer_indexings(draw):
+    """Integer-array indexing of dim 0 with repeats, optionally followed by a slice."""
+    x = draw(arrays(draw(shapes(min_dims=1))))
+    rows = np.array(draw(st.lists(st.integers(0, x.shape[0] - 1), min_size=1, max_size=6)))
+    tail = (slice(1, None),) if x.ndim >= 2 and x.shape[1] > 1 and draw(st.booleans()) else ()
+    return Case((x,), {"index": (rows, *tail)})
+
+
+@st.composite
+def joinables(draw, *, same_shape):
+    """2 or 3 arrays for cat (sizes along ``dim`` may differ) or stack (same shape)."""
+    base = draw(shapes(min_dims=1))
+    dim = draw(dims(len(base)))
+    count = draw(st.integers(2, 3))
+    parts = []
+    for _ in range(count):
+        shape = list(base)
+        if not same_shape:
+            shape[dim] = draw(st.integers(1, 3))
+        parts.append(draw(arrays(tuple(shape))))
+    if same_shape:
+        dim = draw(st.integers(-len(base) - 1, len(base)))
+    return Case(tuple(parts), {"dim": dim})
+
+
+@st.composite
+def clamps(draw):
+    """Bounds halfway between neighbouring values, so no input sits on a kink."""
+    x = draw(spaced_arrays(draw(shapes())))
+    ordered = np.concatenate([[-3.0], np.sort(x.ravel()), [3.0]])
+    middles = (ordered[1:] + ordered[:-1]) / 2
+    low, high = sorted(draw(st.lists(st.sampled_from(list(middles)), min_size=2, max_size=2)))
+    which = draw(st.sampled_from(["min", "max", "both"]))
+    return Case((x,), {"min": None if which == "max" else low,
+                       "max": None if which == "min" else high})
+
+
+@st.composite
+def matmuls(draw):
+    """2-d, batched (broadcast batch dims) and 1-d operands."""
+    n, k, m = (draw(st.integers(1, 4)) for _ in range(3))
+    kind = draw(st.sampled_from(["2d", "batched", "vec@mat", "mat@vec", "vec@vec", "vec@batch"]))
+    if kind == "batched":
+        batch_a, batch_b = draw(broadcastable_shapes(min_dims=1, max_dims=2))
+        shape_a, shape_b = batch_a + (n, k), batch_b + (k, m)
+    else:
+        shape_a = {"2d": (n, k), "vec@mat": (k,), "mat@vec": (n, k), "vec@vec": (k,),
+                   "vec@batch": (k,)}[kind]
+        shape_b = {"2d": (k, m), "vec@mat": (k, m), "mat@vec": (k,), "vec@vec": (k,),
+                   "vec@batch": (2, k, m)}[kind]
+    return Case((draw(arrays(shape_a)), draw(arrays(shape_b))))
+
+
+@st.composite
+def linears(draw):
+    batch = draw(shapes(min_dims=0, max_dims=2))
+    fan_in, fan_out = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    parts = [draw(arrays(batch + (fan_in,))), draw(arrays((fan_out, fan_in)))]
+    if draw(st.booleans()):
+        parts.append(draw(arrays((fan_out,))))
+    return Case(tuple(parts))
+
+
+_REDUCTION = st.sampled_from(["mean", "sum", "none"])
+
+
+@st.composite
+def class_index_losses(draw):
+    """Logits (C,), (N, C) or (N, C, d) with int64 class-index targets."""
+    classes = draw(st.integers(1, 4))
+    shape = draw(st.sampled_from([(classes,), (draw(st.integers(1, 4)), classes),
+                                  (draw(st.integers(1, 3)), classes, draw(st.integers(1, 3)))]))
+    index_shape = shape[:1] + shape[2:] if len(shape) >= 2 else ()
+    return Case((draw(arrays(shape, low=-4, high=4)),),
+                {"target": draw(class_indices(index_shape, classes)),
+                 "reduction": draw(_REDUCTION)})
+
+
+@st.composite
+def soft_target_losses(draw):
+    shape = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    return Case((draw(arrays(shape, low=-4, high=4)), draw(probabilities(shape, axis=1))),
+                {"reduction": draw(_REDUCTION)})
+
+
+@st.composite
+def same_shape_losses(draw, target=arrays):
+    shape = draw(shapes())
+    return Case((draw(arrays(shape, low=-3, high=3)), draw(target(shape))),
+                {"reduction": draw(_REDUCTION)})
+
+
+def _unit_interval(shape):
+    return arrays(shape, low=0.0, high=1.0)
+
+
+# ------------------------------------------------------------------- framework glue
+def _torch_index(index):
+    return tuple(torch.from_numpy(i) if isinstance(i, np.ndarray) else i for i in index)
+
+
+def _mg_target(target):
+    return mg.tensor(target)
+
+
+def _torch_target(target):
+    return torch.from_numpy(target)
+
+
+# ----------------------------------------------------------------------------- ops
+OPS = [
+    OpSpec("add", lambda a, b: a + b, lambda a, b: a + b, binary()),
+    OpSpec("sub", lambda a, b: a - b, lambda a, b: a - b, binary()),
+    OpSpec("mul", lambda a, b: a * b, lambda a, b: a * b, binary()),
+    OpSpec("div", lambda a, b: a / b, lambda a, b: a / b,
+           binary(right=signed_away_from_zero)),
+    OpSpec("scalar_arithmetic", lambda a: (3.0 - a) * 2 + a / 4 - 1 + 0.5 * a,
+           lambda a: (3.0 - a) * 2 + a / 4 - 1 + 0.5 * a, unary()),
+    OpSpec("neg", lambda a: -a, lambda a: -a, unary()),
+    OpSpec("pow_tensor", lambda a, b: a ** b, lambda a, b: a ** b,
+           binary(left=positive_arrays)),
+    OpSpec("pow_int", lambda a: a ** 3, lambda a: a ** 3, unary()),
+    OpSpec("pow_float", lambda a, *, exponent: a ** exponent,
+           lambda a, *, exponent: a ** exponent,
+           unary(positive_arrays, exponent=st.sampled_from([0.5, -1.5, 2.5]))),
+    OpSpec("rdiv_scalar", lambda a: 10.0 / a, lambda a: 10.0 / a,
+           unary(signed_away_from_zero)),
+    OpSpec("rpow_scalar", lambda a: 2.0 ** a, lambda a: 2.0 ** a, unary()),
+    OpSpec("matmul", lambda a, b: a @ b, lambda a, b: a @ b, matmuls()),
+    OpSpec("sum", lambda x, *, dim, keepdim: x.sum(dim=dim, keepdim=keepdim),
+           lambda x, *, dim, keepdim: torch.sum(x, dim=dim, keepdim=keepdim), reductions()),
+    OpSpec("mean", lambda x, *, dim, keepdim: x.mean(dim=dim, keepdim=keepdim),
+           lambda x, *, dim, keepdim: torch.mean(x, dim=dim, keepdim=keepdim), reductions()),
+    OpSpec("amax", lambda x, *, dim, keepdim: x.amax(dim=dim, keepdim=keepdim),
+           lambda x, *, dim, keepdim: torch.amax(x, dim=dim, keepdim=keepdim),
+           reductions(spaced_arrays)),
+    OpSpec("amin", lambda x, *, dim, keepdim: x.amin(dim=dim, keepdim=keepdim),
+           lambda x, *, dim, keepdim: torch.amin(x, dim=dim, keepdim=keepdim),
+           reductions(spaced_arrays)),
+    OpSpec("max_all", lambda x: x.max(), lambda x: x.max(), unary(spaced_arrays)),
+    OpSpec("min_all", lambda x: x.min(), lambda x: x.min(), unary(spaced_arrays)),
+    OpSpec("max_dim", lambda x, *, dim, keepdim: x.max(dim, keepdim=keepdim).values,
+           lambda x, *, dim, keepdim: x.max(dim, keepdim=keepdim).values,
+           unary(spaced_arrays, shapes(min_dims=1), dim=st.integers(-1, 0),
+                 keepdim=st.booleans())),
+    OpSpec("min_dim", lambda x, *, dim, keepdim: x.min(dim, keepdim=keepdim).values,
+           lambda x, *, dim, keepdim: x.min(dim, keepdim=keepdim).values,
+           unary(spaced_arrays, shapes(min_dims=1), dim=st.integers(-1, 0),
+                 keepdim=st.booleans())),
+    OpSpec("reshape", lambda x, *, shape: x.reshape(shape), lambda x, *, shape: x.reshape(shape),
+           reshapes()),
+    OpSpec("transpose", lambda x, *, dim0, dim1: x.transpose(dim0, dim1),
+           lambda x, *, dim0, dim1: x.transpose(dim0, dim1), transposes()),
+    OpSpec("permute", lambda x, *, dims: x.permute(*dims), lambda x, *, dims: x.permute(*dims),
+           permutes()),
+    OpSpec("getitem_slices", lambda x, *, index: x[index], lambda x, *, index: x[index],
+           slicings()),
+    OpSpec("getitem_integer_arrays", lambda x, *, index: x[index],
+           lambda x, *, index: x[_torch_index(index)], integer_indexings()),
+    OpSpec("cat", lambda *xs, dim: mg.cat(list(xs), dim=dim),
+           lambda *xs, dim: torch.cat(xs, dim=dim), joinables(same_shape=False)),
+    OpSpec("stack", lambda *xs, dim: mg.stack(list(xs), dim=dim),
+           lambda *xs, dim: torch.stack(xs, dim=dim), joinables(same_shape=True)),
+    OpSpec("exp", lambda x: x.exp(), torch.exp, unary()),
+    OpSpec("log", lambda x: x.log(), torch.log, unary(positive_arrays)),
+    OpSpec("sqrt", lambda x: x.sqrt(), torch.sqrt, unary(positive_arrays)),
+    OpSpec("abs", lambda x: x.abs(), torch.abs, unary(spaced_arrays)),
+    OpSpec("clamp", lambda x, *, min, max: x.clamp(min=min, max=max),
+           lambda x, *, min, max: x.clamp(min=min, max=max), clamps()),
+    OpSpec("relu", F.relu, TF.relu, unary(spaced_arrays)),
+    OpSpec("leaky_relu", lambda x, *, slope: F.leaky_relu(x, slope),
+           lambda x, *, slope: TF.leaky_relu(x, slope),
+           unary(spaced_arrays, slope=st.sampled_from([0.01, 0.2]))),
+    OpSpec("sigmoid", F.sigmoid, torch.sigmoid, unary(arrays)),
+    OpSpec("tanh", F.tanh, torch.tanh, unary(arrays)),
+    OpSpec("gelu", lambda x, *, approximate: F.gelu(x, approximate),
+           lambda x, *, approximate: TF.gelu(x, approximate=approximate),
+           unary(approximate=st.sampled_from(["none", "tanh"]))),
+    OpSpec("softmax", lambda x, *, dim: F.softmax(x, dim), lambda x, *, dim: TF.softmax(x, dim),
+           with_dim()),
+    OpSpec("log_softmax", lambda x, *, dim: x.log_softmax(dim),
+           lambda x, *, dim: x.log_softmax(dim), with_dim()),
+    OpSpec("cross_entropy_indices",
+           lambda x, *, target, reduction: F.cross_entropy(x, _mg_target(target),
+                                                           reduction=reduction),
+           lambda x, *, target, reduction: TF.cross_entropy(x, _torch_target(target),
+                                                            reduction=reduction),
+           class_index_losses()),
+    OpSpec("cross_entropy_probabilities",
+           lambda x, t, *, reduction: F.cross_entropy(x, t, reduction=reduction),
+           lambda x, t, *, reduction: TF.cross_entropy(x, t, reduction=reduction),
+           soft_target_losses()),
+    OpSpec("mse_loss", lambda x, t, *, reduction: F.mse_loss(x, t, reduction=reduction),
+           lambda x, t, *, reduction: TF.mse_loss(x, t, reduction=reduction),
+           same_shape_losses()),
+    OpSpec("bce_with_logits",
+           lambda x, t, *, reduction: F.binary_cross_entropy_with_logits(x, t,
+                                                                          reduction=reduction),
+           lambda x, t, *, reduction: TF.binary_cross_entropy_with_logits(x, t,
+                                                                           reduction=reduction),
+           same_shape_losses(target=_unit_interval)),
+    OpSpec("linear", F.linear, TF.linear, linears()),
+]

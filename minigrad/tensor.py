@@ -270,21 +270,25 @@ class Tensor:
         return reduction.Min.apply(self, _axes(dim), keepdim)
 
     def max(self, dim=None, keepdim=False):
-        """The maximum; with ``dim``, ``(values, indices)`` as in torch."""
+        """The maximum; with ``dim``, ``(values, indices)`` as in torch (the gradient goes to
+        the index, not shared among ties)."""
         if dim is None:
             return self.amax()
-        indices = np.argmax(self.data, axis=dim)
-        if keepdim:
-            indices = np.expand_dims(indices, dim)
-        return MaxResult(self.amax(dim, keepdim), Tensor(indices))
+        return self._select_along(np.argmax(self.data, axis=dim, keepdims=True), dim, keepdim)
 
     def min(self, dim=None, keepdim=False):
         if dim is None:
             return self.amin()
-        indices = np.argmin(self.data, axis=dim)
-        if keepdim:
-            indices = np.expand_dims(indices, dim)
-        return MaxResult(self.amin(dim, keepdim), Tensor(indices))
+        return self._select_along(np.argmin(self.data, axis=dim, keepdims=True), dim, keepdim)
+
+    def _select_along(self, indices, dim, keepdim):
+        values = self.gather(dim, indices)
+        if not keepdim:
+            values, indices = values.squeeze(dim), np.squeeze(indices, axis=dim)
+        return MaxResult(values, Tensor(indices.astype(np.int64)))
+
+    def gather(self, dim, index):
+        return shape.Gather.apply(self, dim, _raw(index))
 
     def argmax(self, dim=None, keepdim=False):
         out = np.argmax(self.data, axis=dim, keepdims=keepdim)

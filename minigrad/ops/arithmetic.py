@@ -80,13 +80,15 @@ class Pow(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        """As torch: 0 where the exponent is 0 (for a) or where ``a == 0 <= b`` (for b)."""
         a, b, out = ctx.saved_tensors
         grad_a = grad_b = None
-        if ctx.needs_input_grad[0]:
-            grad_a = unbroadcast(grad * b * a ** (b - 1), np.shape(a))
-        if ctx.needs_input_grad[1]:
-            log_a = np.log(np.where(a > 0, a, 1))
-            grad_b = unbroadcast(grad * out * log_a, np.shape(b))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if ctx.needs_input_grad[0]:
+                grad_a = unbroadcast(np.where(b == 0, 0, grad * b * a ** (b - 1)), np.shape(a))
+            if ctx.needs_input_grad[1]:
+                d_b = np.where((a == 0) & (b >= 0), 0, out * np.log(a))
+                grad_b = unbroadcast(grad * d_b, np.shape(b))
         return grad_a, grad_b
 
 

@@ -1,4 +1,5 @@
-"""Ops that move or copy elements: reshape, permute, expand, getitem, concatenate, stack, cast, clone."""
+"""Ops that move or copy elements: reshape, permute, expand, getitem, gather, concatenate, stack,
+cast, clone."""
 import numpy as np
 
 from ..function import Function
@@ -62,6 +63,28 @@ class GetItem(Function):
 def _is_basic(index):
     parts = index if isinstance(index, tuple) else (index,)
     return all(p is None or p is Ellipsis or isinstance(p, (int, np.integer, slice)) for p in parts)
+
+
+class Gather(Function):
+    """``torch.gather``: ``out[i][j] = a[i][index[i][j]]`` along ``dim``; repeats add up in backward."""
+
+    @staticmethod
+    def forward(ctx, a, dim, index):
+        ctx.input_shape, ctx.coords = a.shape, _gather_coords(index, dim)
+        return a[ctx.coords]
+
+    @staticmethod
+    def backward(ctx, grad):
+        full = np.zeros(ctx.input_shape, dtype=grad.dtype)
+        np.add.at(full, ctx.coords, grad)
+        return full, None, None
+
+
+def _gather_coords(index, dim):
+    """The advanced index that picks ``a[i][index[i][j]][k]`` (``dim`` = 1) for every position."""
+    coords = list(np.indices(index.shape, sparse=True))
+    coords[dim] = index
+    return tuple(coords)
 
 
 class Concatenate(Function):

@@ -126,6 +126,15 @@ def integer_indexings(draw):
 
 
 @st.composite
+def gathers(draw):
+    """An index no larger than the input in any dim, with values (repeats allowed) along ``dim``."""
+    x = draw(arrays(draw(shapes(min_dims=1))))
+    dim = draw(dims(x.ndim))
+    index_shape = tuple(draw(st.integers(1, size)) for size in x.shape)
+    return Case((x,), {"dim": dim, "index": draw(class_indices(index_shape, x.shape[dim]))})
+
+
+@st.composite
 def joinables(draw, *, same_shape):
     """2 or 3 arrays for cat (sizes along ``dim`` may differ) or stack (same shape)."""
     base = draw(shapes(min_dims=1))
@@ -276,6 +285,8 @@ OPS = [
            slicings()),
     OpSpec("getitem_integer_arrays", lambda x, *, index: x[index],
            lambda x, *, index: x[_torch_index(index)], integer_indexings()),
+    OpSpec("gather", lambda x, *, dim, index: x.gather(dim, mg.tensor(index)),
+           lambda x, *, dim, index: x.gather(dim, torch.from_numpy(index)), gathers()),
     OpSpec("cat", lambda *xs, dim: mg.cat(list(xs), dim=dim),
            lambda *xs, dim: torch.cat(xs, dim=dim), joinables(same_shape=False)),
     OpSpec("stack", lambda *xs, dim: mg.stack(list(xs), dim=dim),

@@ -7,6 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import minigrad as mg
+import minigrad.functional as F
+import torch.nn.functional as TF
 from tests.minigrad.op_registry import OPS
 
 FINITE_DIFFERENCE_STEP = 1e-6
@@ -69,6 +71,35 @@ def test_gradients_match_finite_differences(spec, data):
         numeric = _finite_difference_grad(spec, case, index, upstream)
         np.testing.assert_allclose(x.grad, numeric, rtol=1e-5, atol=1e-7,
                                    err_msg=f"{spec.name}: input {index}, analytic vs numeric")
+
+
+_AT_KINKS = np.array([[1.0, 1.0, 0.0, -1.0], [2.0, 0.0, 2.0, 2.0]])
+KINKS = {
+    "relu": (F.relu, TF.relu),
+    "leaky_relu": (F.leaky_relu, TF.leaky_relu),
+    "abs": (lambda x: x.abs(), torch.abs),
+    "clamp": (lambda x: x.clamp(0.0, 1.0), lambda x: x.clamp(0.0, 1.0)),
+    "amax": (lambda x: x.amax(1), lambda x: x.amax(1)),
+    "amin": (lambda x: x.amin(0), lambda x: x.amin(0)),
+    "max_all": (lambda x: x.max(), lambda x: x.max()),
+    "max_dim": (lambda x: x.max(1).values, lambda x: x.max(1).values),
+    "min_dim": (lambda x: x.min(1, keepdim=True).values,
+                lambda x: x.min(1, keepdim=True).values),
+    "pow_tensor": (lambda x: x ** x, lambda x: x ** x),
+}
+
+
+@pytest.mark.parametrize("name", KINKS)
+def test_gradients_at_kinks_and_ties_match_torch(name):
+    """At 0, at clamp bounds and at tied maxima minigrad picks the same subgradient as torch."""
+    minigrad_fn, torch_fn = KINKS[name]
+    x = mg.tensor(_AT_KINKS, requires_grad=True)
+    tx = torch.tensor(_AT_KINKS, requires_grad=True)
+    out, torch_out = minigrad_fn(x), torch_fn(tx)
+    out.backward(np.ones(out.shape))
+    torch_out.backward(torch.ones_like(torch_out))
+    np.testing.assert_allclose(out.data, torch_out.detach().numpy())
+    np.testing.assert_allclose(x.grad, tx.grad.numpy(), err_msg=f"{name}: backward")
 
 
 def _finite_difference_grad(spec, case, index, upstream):

@@ -222,6 +222,87 @@ def _unit_interval(shape):
     return arrays(shape, low=0.0, high=1.0)
 
 
+# ------------------------------------------------------------------ nn ops (conv, pool, norms)
+@st.composite
+def convolutions(draw):
+    """conv2d input, weight and maybe bias, with drawn stride and zero padding."""
+    n, channels, out_channels = (draw(st.integers(1, 2)) for _ in range(3))
+    kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    stride = draw(st.sampled_from([1, 2, (1, 2), (2, 1)]))
+    padding = draw(st.sampled_from([0, 1, (0, 1), (1, 0)]))
+    pads = (padding, padding) if isinstance(padding, int) else padding
+    side = tuple(draw(st.integers(max(1, k - 2 * p), 5)) for k, p in zip(kernel, pads))
+    parts = [draw(arrays((n, channels) + side)), draw(arrays((out_channels, channels) + kernel))]
+    if draw(st.booleans()):
+        parts.append(draw(arrays((out_channels,))))
+    return Case(tuple(parts), {"stride": stride, "padding": padding})
+
+
+@st.composite
+def max_pools(draw):
+    """max_pool2d on tie-free inputs; padding at most half the kernel, stride None or drawn."""
+    kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    padding = tuple(draw(st.integers(0, k // 2)) for k in kernel)
+    stride = draw(st.sampled_from([None, 1, 2, (1, 2)]))
+    side = tuple(draw(st.integers(max(1, k - 2 * p), 5)) for k, p in zip(kernel, padding))
+    shape = (draw(st.integers(1, 2)), draw(st.integers(1, 2))) + side
+    return Case((draw(spaced_arrays(shape)),),
+                {"kernel_size": kernel, "stride": stride, "padding": padding})
+
+
+@st.composite
+def identity_dropouts(draw):
+    """The deterministic cases of dropout: p = 0 in training, any p outside training."""
+    p, training = draw(st.sampled_from([(0.0, True), (0.3, False), (1.0, False)]))
+    return Case((draw(arrays(draw(shapes()))),), {"p": p, "training": training})
+
+
+@st.composite
+def batch_norms(draw):
+    """(N, C) or (N, C, H, W) inputs, training or eval, with or without affine parameters."""
+    channels = draw(st.integers(1, 3))
+    if draw(st.booleans()):
+        shape = (draw(st.integers(3, 5)), channels)
+    else:
+        spatial = (draw(st.integers(2, 3)), draw(st.integers(1, 3)))
+        shape = (draw(st.integers(1, 2)), channels) + spatial
+    parts = [draw(spaced_arrays(shape))]
+    if draw(st.booleans()):
+        parts += [draw(arrays((channels,))), draw(arrays((channels,)))]
+    return Case(tuple(parts), {"running_mean": draw(arrays((channels,))),
+                               "running_var": draw(positive_arrays((channels,))),
+                               "training": draw(st.booleans()),
+                               "momentum": draw(st.sampled_from([0.1, 0.5]))})
+
+
+@st.composite
+def layer_norms(draw):
+    """Normalization over 1 to ndim trailing dims, with or without affine parameters."""
+    shape = draw(shapes(min_dims=1, max_dims=3))
+    normalized = shape[len(shape) - draw(st.integers(1, len(shape))):]
+    parts = [draw(spaced_arrays(shape))]
+    if draw(st.booleans()):
+        parts += [draw(arrays(normalized)), draw(arrays(normalized))]
+    return Case(tuple(parts), {"normalized_shape": normalized})
+
+
+def _batch_norm(functional, to_tensor):
+    """A batch_norm call for the registry; each call gets fresh copies of the running buffers."""
+    def call(x, weight=None, bias=None, *, running_mean, running_var, training, momentum):
+        return functional.batch_norm(x, to_tensor(running_mean.copy()),
+                                     to_tensor(running_var.copy()), weight, bias,
+                                     training=training, momentum=momentum)
+
+    return call
+
+
+def _layer_norm(functional):
+    def call(x, weight=None, bias=None, *, normalized_shape):
+        return functional.layer_norm(x, normalized_shape, weight, bias)
+
+    return call
+
+
 # ------------------------------------------------------------------- framework glue
 def _torch_index(index):
     return tuple(torch.from_numpy(i) if isinstance(i, np.ndarray) else i for i in index)
@@ -330,4 +411,10 @@ OPS = [
                                                                            reduction=reduction),
            same_shape_losses(target=_unit_interval)),
     OpSpec("linear", F.linear, TF.linear, linears()),
+    OpSpec("conv2d", F.conv2d, TF.conv2d, convolutions()),
+    OpSpec("max_pool2d", F.max_pool2d, TF.max_pool2d, max_pools()),
+    OpSpec("dropout", F.dropout, TF.dropout, identity_dropouts()),
+    OpSpec("batch_norm", _batch_norm(F, mg.tensor), _batch_norm(TF, torch.from_numpy),
+           batch_norms()),
+    OpSpec("layer_norm", _layer_norm(F), _layer_norm(TF), layer_norms()),
 ]

@@ -1,0 +1,282 @@
+"""``find_lr``: the learning-rate range test, with the model, optimizer and RNG restored afterwards.
+
+The learning rate grows each step from ``start_lr`` to ``end_lr`` while the model trains; the
+loss (exponentially smoothed, bias corrected) is recorded until it exceeds ``diverge`` times
+its best value. Three readings of the curve are offered:
+
+- ``steepest``: where the smoothed loss falls fastest against log(lr);
+- ``valley``: fastai's valley, a point half-way into the longest falling stretch of the curve
+  (``start + len/3 + len/6`` of its longest decreasing subsequence), well before the bottom;
+- ``minimum/10``: a tenth of the learning rate at the lowest loss.
+"""
+import csv
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..backends import get_backend
+from ..errors import DiagnosticsError, require
+from ..findings import Finding
+from ..jsonable import to_jsonable
+from . import _training as T
+
+METHODS = ("valley", "steepest", "minimum/10")
+DEFAULT_METHOD = "valley"
+PROGRESS_AFTER_S = 2.0  # progress="auto" starts printing once a sweep runs this long
+
+
+@dataclass
+class LRFinderResult:
+    """The sweep (``lrs``, smoothed ``losses``, ``raw_losses``) and what it suggests.
+
+    ``suggestion`` is ``suggestions[method]``; a value is None when the curve is too short to
+    read. ``diverged_at`` is the learning rate at which the loss passed the divergence limit.
+    """
+
+    lrs: list
+    losses: list
+    raw_losses: list
+    suggestions: dict
+    method: str
+    diverged_at: float | None
+    findings: list = field(default_factory=list)
+
+    @property
+    def suggestion(self):
+        return self.suggestions.get(self.method)
+
+    def to_dict(self):
+        return to_jsonable({"lrs": self.lrs, "losses": self.losses, "raw_losses": self.raw_losses,
+                            "suggestion": self.suggestion, "suggestions": self.suggestions,
+                            "method": self.method, "diverged_at": self.diverged_at,
+                            "findings": [finding.to_dict() for finding in self.findings]})
+
+    def to_csv(self, path):
+        """Write ``lr, loss, raw_loss`` rows to ``path``."""
+        with open(path, "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["lr", "loss", "raw_loss"])
+            writer.writerows(zip(self.lrs, self.losses, self.raw_losses))
+
+    def plot(self, path):
+        """Save the smoothed loss against the learning rate (log axis), suggestions marked."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        figure = Figure(figsize=(7, 4.5))
+        FigureCanvasAgg(figure)
+        axes = figure.add_subplot()
+        axes.plot(self.lrs, self.raw_losses, color="0.8", linewidth=1, label="loss")
+        axes.plot(self.lrs, self.losses, color="C0", linewidth=2, label="smoothed loss")
+        for number, (name, lr) in enumerate(self.suggestions.items()):
+            if lr is None:
+                continue
+            loss = float(np.interp(np.log(lr), np.log(self.lrs), self.losses))
+            marker = "*" if name == self.method else "o"
+            axes.plot([lr], [loss], marker, color=f"C{number + 1}", markersize=12 if marker == "*"
+                      else 8, label=f"{name}: {lr:.2g}" + (" (suggestion)" if name == self.method
+                                                           else ""))
+            axes.axvline(lr, color=f"C{number + 1}", linestyle=":", linewidth=1)
+        axes.set_xscale("log")
+        axes.set_xlabel("learning rate")
+        axes.set_ylabel("loss")
+        axes.set_title("learning-rate range test")
+        finite = [v for v in self.losses if math.isfinite(v)]
+        if finite:
+            low, high = min(finite), max(finite[: max(1, len(finite) // 2)] + [finite[0]])
+            axes.set_ylim(low - 0.05 * (high - low + 1e-12), high + 0.25 * (high - low + 1e-12))
+        axes.legend(loc="upper left")
+        axes.grid(True, which="both", alpha=0.3)
+        figure.tight_layout()
+        figure.savefig(path, dpi=100)
+
+    def __str__(self):
+        head = (f"LR range test: {len(self.lrs)} steps, lr {self.lrs[0]:.2g} -> "
+                f"{self.lrs[-1]:.2g}" if self.lrs else "LR range test: no steps")
+        if self.diverged_at is not None:
+            head += f", loss diverged at lr {self.diverged_at:.2g}"
+        lines = [head]
+        lines.append(f"  suggestion ({self.method}): " + _lr_text(self.suggestion))
+        lines.extend(f"    {name:<11} {_lr_text(lr)}" for name, lr in self.suggestions.items())
+        if self.losses:
+            best = int(np.nanargmin(self.losses)) if np.isfinite(self.losses).any() else 0
+            lines.append(f"  lowest smoothed loss {self.losses[best]:.4g} at lr "
+                         f"{self.lrs[best]:.2g}")
+        lines.extend(f"  {line}" for finding in self.findings for line in str(finding).splitlines())
+        return "\n".join(lines)
+
+
+def find_lr(model, loss_fn, data, *, optimizer=None, start_lr=1e-7, end_lr=10.0, steps=100,
+            mode="exp", smooth=0.98, diverge=4.0, progress="auto"):
+    """Sweep the learning rate from ``start_lr`` to ``end_lr`` over ``steps`` training steps.
+
+    ``data`` is an ``(inputs, targets)`` pair, or an iterable of such batches (a DataLoader),
+    cycled as needed. ``optimizer`` defaults to Adam over the model's parameters; every param
+    group's lr is set to the swept value. ``mode`` is ``"exp"`` or ``"linear"`` spacing;
+    ``smooth`` the loss's exponential-smoothing factor; the sweep stops when the smoothed loss
+    exceeds ``diverge`` times its best. ``progress``: True, False, or ``"auto"`` (a line on
+    stderr once the sweep runs longer than two seconds). The model, the optimizer and the RNG
+    states are restored afterwards, bit for bit.
+    """
+    backend = get_backend(model)
+    T.check_callable(loss_fn, "loss_fn")
+    if optimizer is not None:
+        T.check_optimizer(backend, optimizer)
+    T.check_float(start_lr, "start_lr", expected="a finite number > 0", accept=lambda v: v > 0)
+    T.check_float(end_lr, "end_lr", expected=f"a finite number > start_lr={start_lr}",
+                  accept=lambda v: v > start_lr)
+    T.check_int(steps, "steps", minimum=2)
+    require(mode in ("exp", "linear"), "mode", "'exp' or 'linear'", repr(mode))
+    T.check_float(smooth, "smooth", expected="a number in [0, 1)", accept=lambda v: 0 <= v < 1)
+    T.check_float(diverge, "diverge", expected="a finite number > 1", accept=lambda v: v > 1)
+    require(progress in (True, False, "auto"), "progress", "True, False or 'auto'",
+            repr(progress))
+    batches = _BatchSource(backend, data)
+    lrs = _schedule(start_lr, end_lr, steps, mode)
+    with backend.preserved(optimizer):
+        sweep = _sweep(backend, loss_fn, batches, optimizer=optimizer, lrs=lrs, smooth=smooth,
+                       diverge=diverge, progress=progress)
+    return _result(*sweep)
+
+
+def _schedule(start_lr, end_lr, steps, mode):
+    if mode == "exp":
+        return list(np.geomspace(start_lr, end_lr, steps))
+    return list(np.linspace(start_lr, end_lr, steps))
+
+
+class _BatchSource:
+    """Yields converted ``(inputs, targets)`` batches from a pair or from a re-iterable source."""
+
+    def __init__(self, backend, data):
+        self.backend = backend
+        self.single = _as_pair(backend, data) if _looks_like_pair(backend, data) else None
+        if self.single is None:
+            require(hasattr(data, "__iter__") and not isinstance(data, (str, bytes, dict)),
+                    "data", "an (inputs, targets) pair or an iterable of such batches",
+                    type(data).__name__)
+        self.data = data
+
+    def __iter__(self):
+        if self.single is not None:
+            while True:
+                yield self.single
+        while True:
+            empty = True
+            for batch in self.data:
+                empty = False
+                require(isinstance(batch, (tuple, list)) and len(batch) >= 2, "data",
+                        "batches that are (inputs, targets) pairs", type(batch).__name__)
+                yield _as_pair(self.backend, batch)
+            if empty:
+                return
+
+
+def _looks_like_pair(backend, data):
+    return (isinstance(data, (tuple, list)) and len(data) == 2
+            and all(backend.is_tensor(v) or isinstance(v, np.ndarray) for v in data))
+
+
+def _as_pair(backend, batch):
+    return (T.as_model_tensor(backend, batch[0], "data[0] (inputs)"),
+            T.as_model_tensor(backend, batch[1], "data[1] (targets)"))
+
+
+def _sweep(backend, loss_fn, batches, *, optimizer, lrs, smooth, diverge, progress):
+    optimizer = T.make_optimizer(backend, optimizer, lr=lrs[0])
+    shown, raw, smoothed, average, best = [], [], [], 0.0, math.inf
+    display = _Progress(len(lrs), progress)
+    diverged_at = None
+    try:
+        for step, (lr, (inputs, targets)) in enumerate(zip(lrs, batches)):
+            T.set_lr(optimizer, lr)
+            value, _ = T.train_step(backend, optimizer, loss_fn, inputs, targets)
+            average = smooth * average + (1 - smooth) * value
+            current = average / (1 - smooth ** (step + 1))
+            shown.append(float(lr))
+            raw.append(value)
+            smoothed.append(current)
+            display.update(step, lr, current)
+            if not math.isfinite(current) or current > diverge * best:
+                diverged_at = float(lr)
+                break
+            best = min(best, current)
+    finally:
+        display.close()
+    return shown, smoothed, raw, diverged_at
+
+
+def _result(lrs, losses, raw, diverged_at):
+    if not lrs:
+        raise DiagnosticsError("data: expected at least one batch, got an empty iterable")
+    usable = len(losses) - 1 if diverged_at is not None else len(losses)
+    suggestions = _suggestions(np.array(lrs[:usable]), np.array(losses[:usable]))
+    findings = []
+    if diverged_at is not None and usable < 5:
+        findings.append(Finding(
+            "LOSS_DIVERGING", "warning", "loss",
+            f"the loss diverged after {usable + 1} steps, at lr {diverged_at:.2g}, too early to "
+            f"read a suggestion", "lower start_lr", {"diverged_at": diverged_at}))
+    return LRFinderResult(lrs=lrs, losses=losses, raw_losses=raw, suggestions=suggestions,
+                          method=DEFAULT_METHOD, diverged_at=diverged_at, findings=findings)
+
+
+def _suggestions(lrs, losses):
+    if len(losses) < 5:
+        return {name: None for name in METHODS}
+    return {"valley": _valley(lrs, losses), "steepest": _steepest(lrs, losses),
+            "minimum/10": float(lrs[int(np.argmin(losses))] / 10)}
+
+
+def _steepest(lrs, losses):
+    """The lr where d(loss)/d(log lr) is most negative, skipping the smoothing's warm-up."""
+    skip = max(1, len(losses) // 10)
+    slopes = np.gradient(losses, np.log(lrs))[skip:]
+    if not len(slopes) or slopes.min() >= 0:
+        return None
+    return float(lrs[skip + int(np.argmin(slopes))])
+
+
+def _valley(lrs, losses):
+    """fastai's valley: a point inside the longest decreasing stretch of the loss, before its end."""
+    count = len(losses)
+    longest = [1] * count
+    start = end = 0
+    for i in range(1, count):
+        for j in range(i):
+            if losses[i] < losses[j] and longest[i] < longest[j] + 1:
+                longest[i] = longest[j] + 1
+        if longest[end] < longest[i]:
+            end = i
+            start = end - longest[end]
+    sections = (end - start) / 3
+    return float(lrs[start + int(sections) + int(sections / 2)])
+
+
+class _Progress:
+    """A one-line progress display on stderr: always, never, or once the sweep runs a while."""
+
+    def __init__(self, total, mode):
+        self.total, self.mode = total, mode
+        self.started = time.perf_counter()
+        self.active = mode is True
+
+    def update(self, step, lr, loss):
+        if self.mode == "auto" and not self.active:
+            self.active = time.perf_counter() - self.started > PROGRESS_AFTER_S
+        if self.active:
+            sys.stderr.write(f"\rfind_lr: step {step + 1}/{self.total} lr {lr:.2e} "
+                             f"loss {loss:.4g}   ")
+            sys.stderr.flush()
+
+    def close(self):
+        if self.active:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _lr_text(lr):
+    return "none (curve too short)" if lr is None else f"{lr:.3g}"

@@ -1,0 +1,199 @@
+"""``overfit_one_batch``: a model that cannot memorise one small batch has a bug, not a tuning problem."""
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..backends import get_backend
+from ..findings import Finding
+from ..jsonable import to_jsonable
+from . import _training as T
+
+DEFAULT_LR = 1e-3
+TARGET_FRACTION = 0.05  # default target: 5% of the loss at the start
+
+
+@dataclass
+class OverfitResult:
+    """``passed``; ``steps`` optimizer steps taken to reach ``target_loss`` (None if never);
+    ``losses[i]`` and ``accuracies[i]`` measured before step ``i`` (``accuracies`` is None
+    unless the targets are class indices); ``findings`` holds OVERFIT_FAILED on failure."""
+
+    passed: bool
+    steps: int | None
+    target_loss: float
+    losses: list
+    accuracies: list | None
+    max_steps: int
+    findings: list = field(default_factory=list)
+
+    @property
+    def initial_loss(self):
+        return self.losses[0]
+
+    @property
+    def final_loss(self):
+        return self.losses[-1]
+
+    def to_dict(self):
+        return to_jsonable({
+            "passed": self.passed, "steps": self.steps, "max_steps": self.max_steps,
+            "target_loss": self.target_loss, "initial_loss": self.initial_loss,
+            "final_loss": self.final_loss, "losses": self.losses,
+            "accuracies": self.accuracies,
+            "findings": [finding.to_dict() for finding in self.findings]})
+
+    def __str__(self):
+        verdict = (f"PASSED in {self.steps} steps" if self.passed
+                   else f"FAILED after {self.max_steps} steps")
+        lines = [f"overfit one batch: {verdict} (loss {self.initial_loss:.4g} -> "
+                 f"{self.final_loss:.4g}, target {self.target_loss:.4g}"
+                 + (f", accuracy {self.accuracies[-1]:.0%})" if self.accuracies else ")"),
+                 "  loss curve: " + _curve_text(self.losses)]
+        lines.extend(f"  {line}" for finding in self.findings for line in str(finding).splitlines())
+        return "\n".join(lines)
+
+
+def overfit_one_batch(model, loss_fn, inputs, targets, *, optimizer=None, steps=200,
+                      target_loss=None):
+    """Train on one batch until the loss reaches ``target_loss`` or ``steps`` steps pass.
+
+    ``optimizer`` defaults to Adam(lr=1e-3) over the model's parameters; ``target_loss``
+    defaults to 5% of the loss at the start. Stops early on success. The model, the optimizer
+    and the RNG states are restored afterwards, bit for bit.
+    """
+    backend = get_backend(model)
+    T.check_callable(loss_fn, "loss_fn")
+    inputs = T.as_model_tensor(backend, inputs, "inputs")
+    targets = T.as_model_tensor(backend, targets, "targets")
+    if optimizer is not None:
+        T.check_optimizer(backend, optimizer)
+    T.check_int(steps, "steps", minimum=1)
+    if target_loss is not None:
+        T.check_float(target_loss, "target_loss", expected="a finite number >= 0 or None",
+                      accept=lambda v: v >= 0)
+    with backend.preserved(optimizer):
+        return _run(backend, loss_fn, inputs, targets, optimizer=optimizer, steps=steps,
+                    target_loss=target_loss)
+
+
+def _run(backend, loss_fn, inputs, targets, *, optimizer, steps, target_loss):
+    optimizer = T.make_optimizer(backend, optimizer, lr=DEFAULT_LR)
+    target_array = T.to_numpy(backend, targets)
+    losses, accuracies, silent = [], [], None
+    reached = None
+    for step in range(steps + 1):
+        if step == steps:  # the last measurement, without a step after it
+            backend.zero_grad()
+            with backend.no_grad():
+                output, loss = T.compute_loss(backend, loss_fn, inputs, targets)
+            value = backend.scalar(loss)
+        else:
+            value, output = T.train_step(backend, optimizer, loss_fn, inputs, targets)
+        if step == 0:
+            silent = _parameters_without_gradient(backend) if math.isfinite(value) else []
+            if target_loss is None:
+                target_loss = TARGET_FRACTION * value if math.isfinite(value) else 0.0
+        losses.append(value)
+        accuracies.append(T.accuracy(backend.to_numpy(output), target_array))
+        if value <= target_loss:
+            reached = step
+            break
+        if not math.isfinite(value):
+            break
+    accuracies = None if accuracies[0] is None else accuracies
+    findings = [] if reached is not None else [_failure_finding(
+        backend, optimizer, losses, accuracies, target_loss=target_loss, steps=steps,
+        silent=silent, output=backend.to_numpy(output), targets=target_array)]
+    return OverfitResult(passed=reached is not None, steps=reached, target_loss=target_loss,
+                         losses=losses, accuracies=accuracies, max_steps=steps,
+                         findings=findings)
+
+
+def _parameters_without_gradient(backend):
+    """Trainable parameters whose gradient after the first backward is missing or all zero."""
+    silent = []
+    for name, param in backend.named_parameters():
+        if not param.requires_grad:
+            continue
+        grad = backend.read_gradient(name)
+        if grad is None or not np.any(grad):
+            silent.append(name)
+    return silent
+
+
+def _failure_finding(backend, optimizer, losses, accuracies, *, target_loss, steps, silent,
+                     output, targets):
+    causes = _likely_causes(backend, optimizer, losses, silent=silent, output=output,
+                            targets=targets)
+    finite = [v for v in losses if math.isfinite(v)]
+    evidence = {"initial_loss": losses[0], "final_loss": losses[-1],
+                "best_loss": min(finite) if finite else None, "target_loss": target_loss,
+                "steps": steps, "learning_rates": T.learning_rates(optimizer),
+                "parameters_without_gradient": silent, "likely_causes": causes}
+    if accuracies:
+        evidence["final_accuracy"] = accuracies[-1]
+    message = (f"the loss went from {losses[0]:.4g} to {losses[-1]:.4g} in {len(losses) - 1} "
+               f"steps without reaching {target_loss:.4g}; likely: " + "; ".join(causes))
+    return Finding("OVERFIT_FAILED", "error", "loss", message,
+                   "fix the first likely cause, then run overfit_one_batch again", evidence)
+
+
+def _likely_causes(backend, optimizer, losses, *, silent, output, targets):
+    """Causes in the order to check them, from the loss curve and what the first step saw."""
+    causes = []
+    trainable = [n for n, p in backend.named_parameters() if p.requires_grad]
+    if not math.isfinite(losses[-1]):
+        causes.append(f"the loss became {losses[-1]} at step {len(losses) - 1}: learning rate "
+                      f"too high, or a log/division of zero in the model or loss")
+    if silent and len(silent) == len(trainable):
+        causes.append("no parameter receives a gradient (a .detach(), a non-differentiable "
+                      "step, all units dead, or requires_grad=False)")
+    elif silent:
+        causes.append(f"no gradient reaches {_names(silent)} (dead units upstream, a .detach(), "
+                      f"or an unused layer)")
+    if not np.issubdtype(targets.dtype, np.integer) and output.shape != targets.shape:
+        causes.append(f"output shape {output.shape} and target shape {targets.shape} differ; "
+                      f"the loss broadcasts them and cannot reach zero")
+    finite = [v for v in losses if math.isfinite(v)]
+    if finite and math.isfinite(losses[-1]):
+        start, end = finite[0], finite[-1]
+        if end > start:
+            causes.append("the loss grew: the learning rate is too high")
+        elif start - end <= 0.01 * max(abs(start), 1e-12):
+            causes.append(f"the loss barely moved: a learning rate of "
+                          f"{_lr_text(optimizer)} may be too small, or optimizer.step() does "
+                          f"not change the parameters")
+        else:
+            causes.append("the loss fell but too slowly: more steps or a larger learning rate, "
+                          "or a model too small to memorise the batch")
+    regularisers = _regularisers(backend, optimizer)
+    if regularisers:
+        causes.append("regularisation fights the fit (" + ", ".join(regularisers) + ")")
+    return causes
+
+
+def _regularisers(backend, optimizer):
+    found = [f"dropout in train mode at {name}" for name, module in backend.named_modules()
+             if "Dropout" in type(module).__name__ and module.training
+             and getattr(module, "p", 0) > 0]
+    decays = [group.get("weight_decay", 0) for group in optimizer.param_groups]
+    if any(decays):
+        found.append(f"weight_decay={max(decays):g}")
+    return found
+
+
+def _lr_text(optimizer):
+    rates = sorted(set(T.learning_rates(optimizer)))
+    return ", ".join(f"{lr:g}" for lr in rates)
+
+
+def _names(names, limit=4):
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _curve_text(losses, points=6):
+    """A few (step, loss) samples from a curve, evenly spaced, the last one included."""
+    indices = sorted(set(np.linspace(0, len(losses) - 1, min(points, len(losses))).astype(int)))
+    return ", ".join(f"{i}: {losses[i]:.4g}" for i in indices)

@@ -24,7 +24,7 @@ class Conv2d(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        """torch's default: Kaiming-uniform weight with a=sqrt(5), uniform bias in ±1/sqrt(fan_in)."""
+        """torch's default: Kaiming-uniform weight (a=sqrt(5)), bias uniform in ±1/sqrt(fan_in)."""
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
             fan_in = self.in_channels * self.kernel_size[0] * self.kernel_size[1]

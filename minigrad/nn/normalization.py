@@ -10,7 +10,7 @@ from .parameter import Parameter
 
 
 class _BatchNorm(Module):
-    """Per-channel normalization; buffers ``running_mean``, ``running_var``, ``num_batches_tracked``.
+    """Per-channel normalization with buffers running_mean, running_var, num_batches_tracked.
 
     ``momentum=None`` gives a cumulative moving average, as in torch.
     """

@@ -1,4 +1,4 @@
-"""2-d convolution (cross-correlation, as torch) by im2col and one matrix product; backward by col2im."""
+"""2-d convolution (cross-correlation, as in torch): im2col and one matrix product; col2im back."""
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -19,30 +19,31 @@ class Conv2d(Function):
         padded = pad_spatial(x, padding, value=0)
         windows = strided_windows(padded, (kh, kw), stride)  # (N, C, OH, OW, kh, kw)
         n, channels, out_h, out_w = windows.shape[:4]
-        # im2col: one row per output position, one column per (channel, kernel row, kernel col)
-        cols = windows.transpose(0, 2, 3, 1, 4, 5).reshape(n * out_h * out_w, channels * kh * kw)
-        out = cols @ weight.reshape(out_channels, -1).T
+        # im2col: one row per (channel, kernel row, kernel col), one column per output position;
+        # this order keeps the copy's inner loop along the image rows
+        cols = windows.transpose(1, 4, 5, 0, 2, 3).reshape(channels * kh * kw, -1)
+        out = (weight.reshape(out_channels, -1) @ cols).reshape(out_channels, n, out_h, out_w)
         if bias is not None:
-            out += bias
+            out += bias.reshape(-1, 1, 1, 1)
         ctx.save_for_backward(cols, weight)
         ctx.geometry = (x.shape, padded.shape, stride, padding)
-        return np.ascontiguousarray(out.reshape(n, out_h, out_w, out_channels).transpose(0, 3, 1, 2))
+        return np.ascontiguousarray(out.transpose(1, 0, 2, 3))
 
     @staticmethod
     def backward(ctx, grad):
         cols, weight = ctx.saved_tensors
         x_shape, padded_shape, stride, padding = ctx.geometry
         out_channels = weight.shape[0]
-        grad_rows = grad.transpose(0, 2, 3, 1).reshape(-1, out_channels)  # (N*OH*OW, O)
+        grad_rows = grad.transpose(1, 0, 2, 3).reshape(out_channels, -1)  # (O, N*OH*OW)
         grad_x = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:
-            grad_cols = grad_rows @ weight.reshape(out_channels, -1)
+            grad_cols = weight.reshape(out_channels, -1).T @ grad_rows
             grad_padded = col2im(grad_cols, padded_shape, weight.shape[2:], stride, grad.shape[2:])
             grad_x = unpad_spatial(grad_padded, padding, x_shape)
         if ctx.needs_input_grad[1]:
-            grad_w = (grad_rows.T @ cols).reshape(weight.shape)
+            grad_w = (grad_rows @ cols.T).reshape(weight.shape)
         if ctx.needs_input_grad[2]:
-            grad_b = grad.sum(axis=(0, 2, 3))
+            grad_b = grad_rows.sum(axis=1)
         return grad_x, grad_w, grad_b, None, None
 
 
@@ -91,14 +92,15 @@ def strided_windows(x, kernel, stride):
 
 
 def col2im(grad_cols, padded_shape, kernel, stride, out_hw):
-    """Add each window's gradient (rows of ``grad_cols``) back onto the (padded) input grid."""
+    """Add each window's gradient (columns of ``grad_cols``) back onto the (padded) input grid."""
     n, channels = padded_shape[:2]
     kh, kw = kernel
     sh, sw = stride
     out_h, out_w = out_hw
-    patches = grad_cols.reshape(n, out_h, out_w, channels, kh, kw).transpose(0, 3, 4, 5, 1, 2)
+    patches = grad_cols.reshape(channels, kh, kw, n, out_h, out_w)
     grad = np.zeros(padded_shape, dtype=grad_cols.dtype)
     for i in range(kh):
         for j in range(kw):
-            grad[:, :, i:i + sh * out_h:sh, j:j + sw * out_w:sw] += patches[:, :, i, j]
+            rows, columns = slice(i, i + sh * out_h, sh), slice(j, j + sw * out_w, sw)
+            grad[:, :, rows, columns] += patches[:, i, j].transpose(1, 0, 2, 3)
     return grad

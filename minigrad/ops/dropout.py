@@ -6,7 +6,7 @@ from ..function import Function
 
 
 class Dropout(Function):
-    """The identity when not training or ``p == 0``; otherwise a mask drawn from minigrad's generator."""
+    """The identity when not training or ``p == 0``; else a mask from minigrad's generator."""
 
     @staticmethod
     def forward(ctx, a, p, training):

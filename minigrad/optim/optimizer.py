@@ -76,7 +76,7 @@ class Optimizer:
         raise NotImplementedError(f"{type(self).__name__} must define _update")
 
     def state_dict(self):
-        """``{"state": {index: buffers}, "param_groups": [options + param indices]}``, deep copies."""
+        """``{"state": {index: buffers}, "param_groups": [options, params as indices]}``, copied."""
         index = {}
         groups = []
         for group in self.param_groups:

@@ -96,6 +96,10 @@ def assert_close(actual, expected, what):
     assert error <= TOL, f"{what}: max abs difference {error:.3e} > {TOL}"
 
 
+def torch_state(model):
+    return {name: torch.from_numpy(value.data.copy()) for name, value in model.state_dict().items()}
+
+
 def assert_same_state(model, twin):
     """Parameters and buffers (batch-norm statistics, counters) equal by name."""
     state, twin_state = model.state_dict(), twin.state_dict()
@@ -188,7 +192,7 @@ def test_train_and_eval_switch_dropout_and_batch_norm():
     out = model(minigrad.tensor(x))
     assert np.array_equal(out.data, model(minigrad.tensor(x)).data)
     assert np.array_equal(batch_norm.running_mean.data, before)
-    twin.load_state_dict({k: torch.from_numpy(v.data.copy()) for k, v in model.state_dict().items()})
+    twin.load_state_dict(torch_state(model))
     assert_close(out, twin(torch.from_numpy(x)), "eval output with running statistics")
 
 
@@ -213,7 +217,7 @@ def test_state_dict_round_trip():
     model.eval()
     copy.eval()
     assert np.array_equal(model(minigrad.tensor(x)).data, copy(minigrad.tensor(x)).data)
-    twin.load_state_dict({k: torch.from_numpy(v.data.copy()) for k, v in model.state_dict().items()})
+    twin.load_state_dict(torch_state(model))
     assert_same_state(model, twin)
 
 

@@ -26,7 +26,7 @@ class BatchNorm(Function):
                                  f"training, got input of shape {x.shape}")
             mean = x.mean(axis=axes)
             centered = x - mean.reshape(stat_shape)
-            var = np.mean(centered * centered, axis=axes)
+            var = np.square(centered).mean(axis=axes)
             if training and running_mean is not None:
                 running_mean *= 1 - momentum
                 running_mean += momentum * mean
@@ -37,7 +37,8 @@ class BatchNorm(Function):
             centered = x - running_mean.reshape(stat_shape)
             var = running_var
         invstd = (1.0 / np.sqrt(var + eps)).astype(x.dtype).reshape(stat_shape)
-        x_hat = centered * invstd
+        x_hat = centered
+        x_hat *= invstd
         out = x_hat if weight is None else x_hat * weight.reshape(stat_shape)
         if bias is not None:
             out = out + bias.reshape(stat_shape)
@@ -50,19 +51,22 @@ class BatchNorm(Function):
         x_hat, invstd, weight = ctx.saved_tensors
         axes = (0,) + tuple(range(2, grad.ndim))
         stat_shape = channel_shape(grad)
-        grad_x_hat = grad if weight is None else grad * weight.reshape(stat_shape)
-        grad_x = grad_w = grad_b = None
+        sum_grad = grad.sum(axis=axes, keepdims=True)
+        sum_grad_x_hat = (grad * x_hat).sum(axis=axes, keepdims=True)
+        grad_x = None
         if ctx.needs_input_grad[0]:
+            scale = invstd if weight is None else invstd * weight.reshape(stat_shape)
             if ctx.use_batch:
-                mean_term = grad_x_hat.mean(axis=axes, keepdims=True)
-                var_term = x_hat * (grad_x_hat * x_hat).mean(axis=axes, keepdims=True)
-                grad_x = invstd * (grad_x_hat - mean_term - var_term)
+                count = grad.size // grad.shape[1]
+                mean_term = sum_grad / count
+                var_term = x_hat * (sum_grad_x_hat / count)
+                grad_x = grad - mean_term
+                grad_x -= var_term
+                grad_x *= scale
             else:
-                grad_x = grad_x_hat * invstd
-        if ctx.needs_input_grad[3]:
-            grad_w = (grad * x_hat).sum(axis=axes)
-        if ctx.needs_input_grad[4]:
-            grad_b = grad.sum(axis=axes)
+                grad_x = grad * scale
+        grad_w = sum_grad_x_hat.reshape(-1) if ctx.needs_input_grad[3] else None
+        grad_b = sum_grad.reshape(-1) if ctx.needs_input_grad[4] else None
         return grad_x, None, None, grad_w, grad_b, None, None, None
 
 

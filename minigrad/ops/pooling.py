@@ -20,11 +20,12 @@ class MaxPool2d(Function):
         kh, kw = kernel_size
         padded = pad_spatial(x, padding, value=-np.inf)
         windows = strided_windows(padded, kernel_size, stride)  # (N, C, OH, OW, kh, kw)
-        flat = windows.reshape(windows.shape[:4] + (kh * kw,))
-        argmax = flat.argmax(axis=-1)  # first maximum in row-major window order, like torch
-        ctx.argmax = argmax
+        # one slab per window position, so that max and the comparisons run on whole arrays
+        candidates = windows.transpose(4, 5, 0, 1, 2, 3).reshape((kh * kw,) + windows.shape[:4])
+        out = candidates.max(axis=0)
+        ctx.argmax = first_index_of(candidates, out)
         ctx.geometry = (x.shape, padded.shape, kernel_size, stride, padding)
-        return np.take_along_axis(flat, argmax[..., None], axis=-1)[..., 0]
+        return out
 
     @staticmethod
     def backward(ctx, grad):
@@ -36,6 +37,17 @@ class MaxPool2d(Function):
                 routed = np.where(ctx.argmax == i * kw + j, grad, 0)
                 grad_padded[:, :, i:i + sh * out_h:sh, j:j + sw * out_w:sw] += routed
         return unpad_spatial(grad_padded, padding, x_shape), None, None, None
+
+
+def first_index_of(candidates, best):
+    """For each position, the first ``k`` with ``candidates[k] == best``: torch's pick among ties."""
+    index = np.zeros(best.shape, dtype=np.int32)
+    found = candidates[0] == best
+    for k in range(1, len(candidates)):
+        hit = candidates[k] == best
+        index += k * (hit & ~found)
+        found |= hit
+    return index
 
 
 def _check_pool_shapes(x, kernel_size, padding):

@@ -117,6 +117,42 @@ class Backend(ABC):
         """``hook(module, grad_input, grad_output)`` (framework gradients); returns a handle."""
         return module.register_full_backward_hook(hook)
 
+    def add_forward_pre_hook(self, module, hook):
+        """``hook(module, inputs)`` before forward; returns a handle with ``remove()``."""
+        return module.register_forward_pre_hook(hook)
+
+    def add_tensor_hook(self, tensor, hook):
+        """``hook(grad)`` with the gradient arriving at ``tensor``, before it is added to ``.grad``."""
+        return tensor.register_hook(hook)
+
+    # ------------------------------------------------------------- statistics
+    # Reductions run where the tensor lives and do not synchronise; ``gather`` brings a list
+    # of their results to the host in one transfer (one synchronisation).
+    @abstractmethod
+    def activation_statistics(self, tensor, *, saturation=None):
+        """``(sum, sum of squares, nonzero count, saturated count, unit max, unit min)``.
+
+        Units lie on axis 1 (features of (N, F), channels of (N, C, ...)); a 0-d or 1-d
+        tensor is one unit. ``saturation=(center, radius)`` counts |x - center| > radius;
+        without it the saturated count is 0.
+        """
+
+    @abstractmethod
+    def gradient_statistics(self, grad):
+        """``(sum of squares, sum of |g|, max |g|)``."""
+
+    @abstractmethod
+    def update_statistics(self, param, before):
+        """``(|param - before|^2, |param|^2)``; ``before`` (a copy of ours) may be overwritten."""
+
+    @abstractmethod
+    def gather(self, results):
+        """The results of the methods above, flattened into one float64 NumPy vector."""
+
+    def copy_tensor(self, tensor):
+        """An independent detached copy, same dtype and device."""
+        return self._copy_tensor(tensor)
+
     def hook_keys(self):
         """module name -> {hook dict: keys}: what ``restore`` uses to drop leftover hooks."""
         return {name: {attr: frozenset(module.__dict__.get(attr, {}).keys())

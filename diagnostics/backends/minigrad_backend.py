@@ -50,6 +50,39 @@ class MinigradBackend(Backend):
         data = tensor.data if isinstance(tensor, Tensor) else tensor
         return float(np.asarray(data).reshape(-1)[0])
 
+    # ------------------------------------------------------------- statistics
+    def activation_statistics(self, tensor, *, saturation=None):
+        x = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)
+        if x.size == 0 or not np.issubdtype(x.dtype, np.floating):
+            return None
+        flat = x.reshape(-1)
+        saturated = 0 if saturation is None else np.count_nonzero(
+            np.abs(flat - saturation[0]) > saturation[1])
+        if x.ndim < 2:
+            unit_max, unit_min = flat.max(), flat.min()
+        else:
+            axes = (0,) + tuple(range(2, x.ndim))
+            unit_max, unit_min = x.max(axis=axes), x.min(axis=axes)
+        return (flat.sum(), np.dot(flat, flat), np.count_nonzero(flat), saturated, unit_max,
+                unit_min)
+
+    def gradient_statistics(self, grad):
+        flat = np.asarray(getattr(grad, "data", grad)).reshape(-1)
+        if flat.size == 0:
+            return (0.0, 0.0, 0.0)
+        magnitude = np.abs(flat)
+        return (np.dot(flat, flat), magnitude.sum(), magnitude.max())
+
+    def update_statistics(self, param, before):
+        now = param.data.reshape(-1)
+        delta = before.reshape(-1) - now
+        return (np.dot(delta, delta), np.dot(now, now))
+
+    def gather(self, results):
+        if not results:
+            return np.zeros(0)
+        return np.concatenate([np.asarray(r, dtype=np.float64).reshape(-1) for r in results])
+
     # ------------------------------------------------------------------ state
     def _copy_tensor(self, tensor):
         data = tensor.data if isinstance(tensor, Tensor) else tensor

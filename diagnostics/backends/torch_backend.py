@@ -66,6 +66,54 @@ class TorchBackend(Backend):
     def scalar(self, tensor):
         return float(tensor.detach().reshape(-1)[0]) if self.is_tensor(tensor) else float(tensor)
 
+    # ------------------------------------------------------------------ hooks
+    def add_tensor_hook(self, tensor, hook):
+        return _TensorHookHandle(tensor, hook)
+
+    # ------------------------------------------------------------- statistics
+    def activation_statistics(self, tensor, *, saturation=None):
+        x = tensor.detach()
+        if x.numel() == 0 or not x.is_floating_point():
+            return None
+        x = self._reducible(x)
+        flat = x.reshape(-1)
+        if saturation is None:
+            saturated = flat.new_zeros(())
+        else:
+            center, radius = saturation
+            saturated = (flat - center).abs_().sub_(radius).clamp_(min=0).sign_().sum()
+        if x.dim() < 2:
+            unit_max, unit_min = flat.amax(), flat.amin()
+        else:
+            dims = (0,) + tuple(range(2, x.dim()))
+            unit_max, unit_min = x.amax(dim=dims), x.amin(dim=dims)
+        nonzero = flat.sign().abs_().sum()
+        return (flat.sum(), self.torch.dot(flat, flat), nonzero, saturated, unit_max, unit_min)
+
+    def gradient_statistics(self, grad):
+        flat = self._reducible(grad.detach()).reshape(-1)
+        if flat.numel() == 0:
+            return (flat.new_zeros(()),) * 3
+        magnitude = flat.abs()
+        return (self.torch.dot(flat, flat), magnitude.sum(), magnitude.amax())
+
+    def update_statistics(self, param, before):
+        now = self._reducible(param.detach()).reshape(-1)
+        delta = self._reducible(before).reshape(-1).sub_(now)
+        return (self.torch.dot(delta, delta), self.torch.dot(now, now))
+
+    def gather(self, results):
+        if not results:
+            return np.zeros(0)
+        device = results[0].device
+        flat = [t.reshape(-1) if t.device == device else t.reshape(-1).to(device)
+                for t in results]
+        return self.torch.cat(flat).to(self.torch.float64).cpu().numpy()
+
+    def _reducible(self, tensor):
+        """float32 for half types, whose sums overflow and which CPU ``dot`` lacks."""
+        return tensor.float() if tensor.dtype in (self.torch.float16, self.torch.bfloat16) else tensor
+
     # ------------------------------------------------------------------ state
     def _copy_tensor(self, tensor):
         return tensor.detach().clone()
@@ -104,3 +152,17 @@ class TorchBackend(Backend):
 
     def _convert_dtype(self, model, dtype):
         model.to(dtype=getattr(self.torch, dtype.name))
+
+
+class _TensorHookHandle:
+    """A hook on a tensor whose ``remove()`` also drops the hook dict torch created for it."""
+
+    def __init__(self, tensor, hook):
+        self._tensor = tensor
+        self._created_dict = tensor._backward_hooks is None
+        self._handle = tensor.register_hook(hook)
+
+    def remove(self):
+        self._handle.remove()
+        if self._created_dict and not self._tensor._backward_hooks:
+            self._tensor._backward_hooks = None

@@ -56,20 +56,20 @@ class MinigradBackend(Backend):
         if x.size == 0 or not np.issubdtype(x.dtype, np.floating):
             return None
         flat = x.reshape(-1)
-        saturated = 0 if saturation is None else np.count_nonzero(
-            np.abs(flat - saturation[0]) > saturation[1])
+        saturated = np.float64(0 if saturation is None else np.count_nonzero(
+            np.abs(flat - saturation[0]) > saturation[1]))
         if x.ndim < 2:
             unit_max, unit_min = flat.max(), flat.min()
         else:
             axes = (0,) + tuple(range(2, x.ndim))
             unit_max, unit_min = x.max(axis=axes), x.min(axis=axes)
-        return (flat.sum(), np.dot(flat, flat), np.count_nonzero(flat), saturated, unit_max,
-                unit_min)
+        return (flat.sum(), np.dot(flat, flat), np.float64(np.count_nonzero(flat)), saturated,
+                unit_max, unit_min)
 
     def gradient_statistics(self, grad):
         flat = np.asarray(getattr(grad, "data", grad)).reshape(-1)
         if flat.size == 0:
-            return (0.0, 0.0, 0.0)
+            return (np.float64(0),) * 3
         magnitude = np.abs(flat)
         return (np.dot(flat, flat), magnitude.sum(), magnitude.max())
 

@@ -1,5 +1,8 @@
 """Training tools: overfit one batch, LR range test, preflight checklist, dead-unit revival, data validation."""
+from .data_validation import DataReport, validate_data
 from .lr_finder import LRFinderResult, find_lr
 from .overfit import OverfitResult, overfit_one_batch
+from .revive import RevivalReport, revive_dead_units
 
-__all__ = ["OverfitResult", "overfit_one_batch", "LRFinderResult", "find_lr"]
+__all__ = ["OverfitResult", "overfit_one_batch", "LRFinderResult", "find_lr", "RevivalReport",
+           "revive_dead_units", "DataReport", "validate_data"]

@@ -23,8 +23,8 @@ from ..findings import Finding
 from ..jsonable import to_jsonable
 from . import _training as T
 
-METHODS = ("valley", "steepest", "minimum/10")
-DEFAULT_METHOD = "valley"
+METHODS = ("minimum/10", "steepest", "valley")
+DEFAULT_METHOD = "minimum/10"
 PROGRESS_AFTER_S = 2.0  # progress="auto" starts printing once a sweep runs this long
 
 
@@ -227,14 +227,16 @@ def _result(lrs, losses, raw, diverged_at):
 def _suggestions(lrs, losses):
     if len(losses) < 5:
         return {name: None for name in METHODS}
-    return {"valley": _valley(lrs, losses), "steepest": _steepest(lrs, losses),
-            "minimum/10": float(lrs[int(np.argmin(losses))] / 10)}
+    return {"minimum/10": float(lrs[int(np.argmin(losses))] / 10),
+            "steepest": _steepest(lrs, losses), "valley": _valley(lrs, losses)}
 
 
 def _steepest(lrs, losses):
-    """The lr where d(loss)/d(log lr) is most negative, skipping the smoothing's warm-up."""
+    """The lr where d(loss)/d(log lr) is most negative on the way down to the lowest loss,
+    skipping the smoothing's warm-up."""
     skip = max(1, len(losses) // 10)
-    slopes = np.gradient(losses, np.log(lrs))[skip:]
+    bottom = int(np.argmin(losses))
+    slopes = np.gradient(losses, np.log(lrs))[skip:bottom + 1]
     if not len(slopes) or slopes.min() >= 0:
         return None
     return float(lrs[skip + int(np.argmin(slopes))])

@@ -1,0 +1,289 @@
+"""``validate_data``: the data checks to run before blaming the model.
+
+NaN/Inf values (DATA_NONFINITE), test rows that also appear in the training set (DATA_LEAKAGE,
+by hashing whole rows, then confirming each hit byte for byte), classes outnumbering others
+more than 10:1 (LABEL_IMBALANCE), features far from zero mean and unit variance, and constant
+features (UNNORMALIZED_INPUT). Each finding carries counts and example indices.
+"""
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import DiagnosticsError, require
+from ..findings import Finding
+from ..jsonable import to_jsonable
+
+IMBALANCE_RATIO = 10.0
+MEAN_LIMIT = 3.0          # a feature's |mean| above this is "far from zero"
+STD_LIMITS = (0.01, 10.0)  # a non-constant feature's std outside this is "far from one"
+EXAMPLES = 5              # example indices shown per finding
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+@dataclass
+class DataReport:
+    """``findings`` (warnings and errors mean trouble; info is worth knowing) and the counts."""
+
+    findings: list
+    counts: dict = field(default_factory=dict)
+
+    @property
+    def passed(self):
+        return not any(f.severity in ("warning", "error") for f in self.findings)
+
+    def to_dict(self):
+        return to_jsonable({"passed": self.passed, "counts": self.counts,
+                            "findings": [finding.to_dict() for finding in self.findings]})
+
+    def __str__(self):
+        sizes = ", ".join(f"{k} {v}" for k, v in self.counts.items() if not isinstance(v, dict))
+        head = f"data validation: {'PASSED' if self.passed else 'FAILED'} ({sizes})"
+        lines = [head] + [f"  {line}" for finding in self.findings
+                          for line in str(finding).splitlines()]
+        if not self.findings:
+            lines.append("  no findings")
+        return "\n".join(lines)
+
+
+def validate_data(train_x, train_y=None, *, test_x=None, test_y=None):
+    """Check a data set; arrays or tensors (torch, minigrad), one example per row (first axis)."""
+    train_x = _as_array(train_x, "train_x", minimum_ndim=1)
+    train_y = None if train_y is None else _as_array(train_y, "train_y", minimum_ndim=1)
+    test_x = None if test_x is None else _as_array(test_x, "test_x", minimum_ndim=1)
+    test_y = None if test_y is None else _as_array(test_y, "test_y", minimum_ndim=1)
+    _check_rows(train_x, train_y, "train_y", "train_x")
+    require(test_y is None or test_x is not None, "test_y", "to come with test_x",
+            "test_y without test_x")
+    if test_x is not None:
+        require(test_x.shape[1:] == train_x.shape[1:], "test_x",
+                f"rows of shape {train_x.shape[1:]} like train_x", f"{test_x.shape[1:]}")
+        _check_rows(test_x, test_y, "test_y", "test_x")
+    findings = []
+    counts = {"train_rows": len(train_x)}
+    if test_x is not None:
+        counts["test_rows"] = len(test_x)
+    for name, array in (("train_x", train_x), ("train_y", train_y), ("test_x", test_x),
+                        ("test_y", test_y)):
+        if array is not None:
+            findings.extend(_nonfinite(array, name))
+    if test_x is not None:
+        leaked = _leaked_rows(train_x, test_x)
+        counts["duplicates_train_test"] = len(leaked)
+        findings.extend(_leakage_finding(leaked, len(test_x)))
+    if train_y is not None:
+        classes = _class_counts(train_y)
+        if classes is not None:
+            counts["class_counts"] = classes
+            findings.extend(_imbalance(classes))
+    findings.extend(_normalisation(train_x))
+    return DataReport(findings=findings, counts=counts)
+
+
+def _as_array(value, argument, *, minimum_ndim):
+    if isinstance(value, np.ndarray):
+        array = value
+    elif hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
+        array = value.detach().cpu().numpy()
+    elif hasattr(value, "data") and isinstance(getattr(value, "data"), np.ndarray):
+        array = value.data  # a minigrad Tensor
+    else:
+        raise DiagnosticsError(f"{argument}: expected a NumPy array or a tensor, got "
+                               f"{type(value).__module__}.{type(value).__qualname__}")
+    require(array.ndim >= minimum_ndim and len(array) > 0, argument,
+            "at least one row (an array with a first axis of length >= 1)", f"shape {array.shape}")
+    require(array.dtype.kind in "biuf", argument, "a numeric or boolean array",
+            f"dtype {array.dtype}")
+    return array
+
+
+def _check_rows(x, y, y_name, x_name):
+    if y is not None:
+        require(len(y) == len(x), y_name, f"{len(x)} rows, one per row of {x_name}", len(y))
+
+
+def _nonfinite(array, name):
+    if array.dtype.kind not in "f":
+        return []
+    bad = ~np.isfinite(array)
+    if not bad.any():
+        return []
+    rows = np.flatnonzero(bad.reshape(len(array), -1).any(axis=1))
+    nans, infs = int(np.isnan(array).sum()), int(np.isinf(array).sum())
+    return [Finding("DATA_NONFINITE", "error", "data",
+                    f"{name} holds {nans} NaN and {infs} infinite values in {len(rows)} rows "
+                    f"(e.g. rows {_examples(rows)})",
+                    "drop or impute those rows before training; find where they come from",
+                    {"array": name, "nan": nans, "inf": infs, "rows": len(rows),
+                     "example_rows": rows[:EXAMPLES]})]
+
+
+# -------------------------------------------------------------------- leakage
+def _leaked_rows(train_x, test_x):
+    """``[(test row, train row)]`` for test rows whose bytes equal some training row's."""
+    dtype = np.result_type(train_x.dtype, test_x.dtype)
+    train, test = _row_bytes(train_x, dtype), _row_bytes(test_x, dtype)
+    train_hash, test_hash = _row_hashes(train), _row_hashes(test)
+    order = np.argsort(train_hash, kind="stable")
+    sorted_hash = train_hash[order]
+    spot = np.minimum(np.searchsorted(sorted_hash, test_hash), len(order) - 1)
+    candidates = np.flatnonzero(sorted_hash[spot] == test_hash)
+    first = order[spot[candidates]]
+    same = np.all(train[first] == test[candidates], axis=1)
+    pairs = list(zip(candidates[same].tolist(), first[same].tolist()))
+    for test_row in candidates[~same]:  # hash collisions: look at the other equal hashes
+        position = spot[test_row] + 1
+        while position < len(order) and sorted_hash[position] == test_hash[test_row]:
+            if np.array_equal(train[order[position]], test[test_row]):
+                pairs.append((int(test_row), int(order[position])))
+                break
+            position += 1
+    return sorted(pairs)
+
+
+def _row_bytes(x, dtype):
+    """Rows as bytes of one dtype, -0.0 made 0.0 (equal values, equal bytes), padded to 8 bytes."""
+    rows = np.ascontiguousarray(x.reshape(len(x), -1), dtype=dtype)
+    if rows.dtype.kind == "f":
+        rows = rows + rows.dtype.type(0)
+    raw = rows.view(np.uint8).reshape(len(rows), -1)
+    pad = (-raw.shape[1]) % 8
+    if pad:
+        raw = np.concatenate([raw, np.zeros((len(rows), pad), np.uint8)], axis=1)
+    return np.ascontiguousarray(raw)
+
+
+def _row_hashes(raw):
+    """A 64-bit hash per row: a random-multiplier sum of its 8-byte words, then a final mix."""
+    words = raw.view(np.uint64)
+    multipliers = np.random.default_rng(0).integers(1, 2**63, size=words.shape[1],
+                                                     dtype=np.uint64) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        hashes = words @ multipliers
+        hashes ^= hashes >> np.uint64(31)
+        hashes *= _MIX
+        hashes ^= hashes >> np.uint64(29)
+    return hashes
+
+
+def _leakage_finding(leaked, test_rows):
+    if not leaked:
+        return []
+    test_index = np.array([t for t, _ in leaked])
+    train_index = np.array([r for _, r in leaked])
+    return [Finding("DATA_LEAKAGE", "warning", "data",
+                    f"{len(leaked)} of {test_rows} test rows ({len(leaked) / test_rows:.1%}) also "
+                    f"appear in the training set (e.g. test rows {_examples(test_index)} = train "
+                    f"rows {_examples(train_index)})",
+                    "deduplicate before splitting, or split by source (patient, user, file)",
+                    {"duplicates": len(leaked), "fraction": len(leaked) / test_rows,
+                     "example_test_rows": test_index[:EXAMPLES],
+                     "example_train_rows": train_index[:EXAMPLES]})]
+
+
+# ------------------------------------------------------------------ labels
+def _class_counts(y):
+    """``{class: count}`` for class labels (integers, booleans, integral floats, one-hot rows)."""
+    if y.ndim == 2 and y.shape[1] > 1 and np.isin(y, (0, 1)).all() and (y.sum(1) == 1).all():
+        labels = np.argmax(y, axis=1)
+    elif y.ndim == 1 or (y.ndim == 2 and y.shape[1] == 1):
+        labels = y.reshape(-1)
+        if labels.dtype.kind == "f" and not (np.isfinite(labels).all()
+                                             and np.array_equal(labels, np.round(labels))):
+            return None  # regression targets
+    else:
+        return None
+    values, counts = np.unique(labels, return_counts=True)
+    return {_label(v): int(c) for v, c in zip(values, counts)}
+
+
+def _label(value):
+    value = value.item()
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _imbalance(classes):
+    if len(classes) < 2:
+        return []
+    most = max(classes, key=classes.get)
+    least = min(classes, key=classes.get)
+    ratio = classes[most] / classes[least]
+    if ratio <= IMBALANCE_RATIO:
+        return []
+    return [Finding("LABEL_IMBALANCE", "warning", "data",
+                    f"class {most!r} has {classes[most]} examples, class {least!r} only "
+                    f"{classes[least]} ({ratio:.1f}:1)",
+                    "weight the loss by inverse class frequency or resample; judge by per-class "
+                    "recall, not accuracy",
+                    {"ratio": ratio, "largest": most, "smallest": least, "counts": classes})]
+
+
+# ------------------------------------------------------------- normalisation
+def _normalisation(x):
+    """Per-feature (per channel for images) mean and std over the finite training values."""
+    if x.dtype.kind == "b":
+        return []
+    mean, std = _feature_stats(_feature_matrix(x))
+    known = np.isfinite(mean) & np.isfinite(std)
+    constant = np.flatnonzero(known & (std == 0))
+    off = np.flatnonzero(known & (std > 0) & ((np.abs(mean) > MEAN_LIMIT) | (std < STD_LIMITS[0])
+                                              | (std > STD_LIMITS[1])))
+    findings = []
+    if len(off):
+        worst = off[np.argsort(-np.abs(mean[off]) - std[off])]
+        findings.append(Finding(
+            "UNNORMALIZED_INPUT", "warning", "data",
+            f"{len(off)} of {len(mean)} {_feature_word(x)}s are far from zero mean and unit "
+            f"variance (means {mean[known].min():.3g} to {mean[known].max():.3g}, stds "
+            f"{std[known & (std > 0)].min():.3g} to {std[known].max():.3g}; e.g. "
+            f"{_feature_word(x)}s {_examples(worst)})",
+            "standardise with the training set's per-feature mean and std (the same numbers "
+            "for validation and test)",
+            {"features": len(off), "of": len(mean), "example_features": worst[:EXAMPLES],
+             "example_means": mean[worst[:EXAMPLES]], "example_stds": std[worst[:EXAMPLES]]}))
+    if len(constant):
+        findings.append(Finding(
+            "UNNORMALIZED_INPUT", "info", "data",
+            f"{len(constant)} of {len(mean)} {_feature_word(x)}s are constant (e.g. "
+            f"{_feature_word(x)}s {_examples(constant)}): they carry no information, and "
+            f"standardising them divides by zero",
+            "drop them, or add an epsilon to the std when standardising",
+            {"constant_features": len(constant), "example_features": constant[:EXAMPLES]}))
+    return findings
+
+
+def _feature_matrix(x):
+    """Rows x features; for inputs with 3 or more axes (N, C, ...), one feature per channel."""
+    if x.ndim == 1:
+        return x.reshape(-1, 1)
+    if x.ndim == 2:
+        return x
+    return np.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
+
+
+def _feature_stats(features):
+    """Per-column mean and std in float64, over the finite values only."""
+    if features.dtype.kind != "f" or np.isfinite(features).all():
+        return (features.mean(axis=0, dtype=np.float64),
+                features.std(axis=0, dtype=np.float64))
+    values = np.where(np.isfinite(features), features.astype(np.float64), np.nan)
+    with np.errstate(all="ignore"), _quiet_empty_slices():
+        return np.nanmean(values, axis=0), np.nanstd(values, axis=0)
+
+
+def _feature_word(x):
+    return "channel" if x.ndim >= 3 else "feature"
+
+
+def _examples(indices):
+    shown = ", ".join(str(int(i)) for i in indices[:EXAMPLES])
+    return shown + (", ..." if len(indices) > EXAMPLES else "")
+
+
+@contextmanager
+def _quiet_empty_slices():
+    """Columns with no finite value give NaN statistics; the NaN finding already reports them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield

@@ -1,0 +1,7 @@
+"""Gradient checks that name the culprit module, on torch and minigrad models alike."""
+from .check import check_gradients
+from .patterns import Pattern, classify, classify_arrays
+from .report import Culprit, GradientReport, TensorCheck
+
+__all__ = ["check_gradients", "GradientReport", "TensorCheck", "Culprit", "Pattern",
+           "classify", "classify_arrays"]

@@ -1,0 +1,275 @@
+"""``check_gradients``: compare analytic gradients with finite differences and name the culprit.
+
+The check runs on a float64 copy of the model (the user's model is left as it was, also when
+something raises). One backward pass gives the analytic gradients of every parameter and of
+every point at a module boundary; random directional derivatives, two loss evaluations each,
+say which of them are wrong; the first module where a right gradient turns wrong is the
+culprit. Single elements are checked only in tensors that fail (or in every parameter, with
+``mode="full"``), and the culprit's wrong gradient is matched against known patterns.
+"""
+import numpy as np
+
+from ..backends import get_backend
+from ..errors import require
+from ..findings import Finding
+from .calls import prepare_call
+from .evaluator import Evaluator
+from .localize import INTERNAL, LOSS, locate
+from .patterns import classify
+from .points import INPUT, OUTPUT, Instrument
+from .probing import Prober, Target
+from .report import MISMATCH, OK, UNCHECKED, Culprit, GradientReport, TensorCheck
+from .settings import Settings
+
+
+def check_gradients(model, loss_fn, inputs, targets, *, mode="auto", eps=1e-6, rtol=1e-4,
+                    atol=1e-8, probes=3, max_elements=32, seed=0):
+    """Check ``model``'s gradients of ``loss_fn(model(*inputs), targets)``; a ``GradientReport``.
+
+    ``model``: a torch or minigrad module. ``loss_fn(output, targets)``: any callable of the
+    model's framework returning a scalar (an ``nn`` loss module or a function). ``inputs`` and
+    ``targets``: tensors of the model's framework or NumPy arrays, alone or in tuples; integer
+    targets stay integer. A tensor ``targets`` must have the output's shape (float) or the
+    output's shape without the class dimension (class indices). See ``Settings`` for the options.
+    """
+    settings = Settings(mode=mode, eps=eps, rtol=rtol, atol=atol, probes=probes,
+                        max_elements=max_elements, seed=seed)
+    backend = get_backend(model)
+    require(any(p.requires_grad for _, p in backend.named_parameters()), "model",
+            "a module with parameters that require grad", "none")
+    call = prepare_call(backend, loss_fn, inputs, targets)
+    with backend.preserved():
+        copy = backend.clone(dtype=np.float64)
+        with Instrument(copy) as instrument:
+            return _GradientCheck(copy, instrument, call, settings).run()
+
+
+class _GradientCheck:
+    def __init__(self, backend, instrument, call, settings):
+        self.backend, self.call, self.settings = backend, call, settings
+        self.evaluator = Evaluator(backend, instrument, call)
+
+    def run(self):
+        analytic = self.evaluator.analytic()
+        loss_0 = self.evaluator.check_deterministic(analytic.loss)
+        self.prober = Prober(self.evaluator, self.settings, loss_0)
+        self.points = analytic.points
+        self.targets = {name: Target(name, grad, parameter=name)
+                        for name, grad in analytic.parameters.items()}
+        self.targets.update({p.key: Target(p.label, analytic.point_gradients[p.key], point=p)
+                             for p in self.points})
+        self.probings, self.elements, self.patterns = {}, {}, {}
+        for name in analytic.parameters:
+            self._check_parameter(name)
+        for point in self.points:
+            self.probings[point.key] = self.prober.probe(self.targets[point.key])
+        births = locate(self.points, {p.key: self._status(p.key) for p in self.points},
+                        {name: self._status(name) for name in analytic.parameters})
+        for name in analytic.parameters:
+            if self._status(name) == MISMATCH and name not in self.elements:
+                self.elements[name] = self._suspect_elements(name)
+        for birth in births:
+            self._explain(birth)
+        return self._report(list(analytic.parameters), births)
+
+    # ------------------------------------------------------------------ checks
+    def _check_parameter(self, name):
+        target = self.targets[name]
+        if self.settings.mode == "full":
+            self.elements[name] = self.prober.elements(target, np.arange(target.analytic.size))
+            return
+        probing = self.prober.probe(target)
+        if probing.status == UNCHECKED:
+            probing.slopes.extend(self.prober.probe_chunks(target).slopes)
+        self.probings[name] = probing
+
+    def _status(self, key):
+        statuses = set()
+        if key in self.probings:
+            statuses.add(self.probings[key].status)
+        if key in self.elements:
+            elements = self.elements[key]
+            if elements.mismatched.any():
+                statuses.add(MISMATCH)
+            elif elements.kinks < len(elements.indices):
+                statuses.add(OK)
+        if MISMATCH in statuses:
+            return MISMATCH
+        return OK if OK in statuses else UNCHECKED
+
+    def _suspect_elements(self, key):
+        target = self.targets[key]
+        return self.prober.elements(target, self.prober.suspects(target), confirm=False)
+
+    def _explain(self, birth):
+        """Single elements and the pattern of the gradient that shows a culprit."""
+        key = birth.evidence
+        if key not in self.elements:
+            self.elements[key] = self._suspect_elements(key)
+        if key in self.patterns:
+            return
+        target, elements = self.targets[key], self.elements[key]
+        complete = (len(elements.indices) == target.analytic.size and elements.kinks == 0)
+        if complete:
+            numerical = np.empty(target.analytic.size)
+            numerical[elements.indices] = elements.numerical
+            true_slope = _exact_slope(numerical.reshape(target.shape))
+        else:
+            true_slope = self.prober.true_slope(target)
+        jacobian = self._jacobian_product(target.point) if birth.path == INPUT else None
+        self.patterns[key] = classify(target.analytic, true_slope, rng=self.prober.rng,
+                                      batch_size=self.call.batch_size,
+                                      jacobian_product=jacobian)
+
+    def _jacobian_product(self, point):
+        """``J @ grad_output`` of ``point``'s module call, when it maps one tensor to one of the
+        same shape; measured by moving the input along the output's gradient."""
+        if point is None or point.kind != INPUT:
+            return None
+        same_call = [p for p in self.points if p.module == point.module and p.call == point.call]
+        outputs = [p for p in same_call if p.kind == OUTPUT]
+        if len(same_call) != 2 or len(outputs) != 1 or outputs[0].shape != point.shape:
+            return None
+        grad_output = self.targets[outputs[0].key].analytic
+        norm = float(np.linalg.norm(grad_output))
+        if norm == 0.0:
+            return None
+        step = self.settings.eps * grad_output / norm
+        values = []
+        for sign in (1.0, -1.0):
+            self.evaluator.loss(point=point, delta=sign * step, capture=outputs[0])
+            values.append(self.evaluator.instrument.captured)
+        if any(v is None for v in values):
+            return None
+        return (values[0] - values[1]) / (2 * self.settings.eps) * norm
+
+    # ------------------------------------------------------------------ report
+    def _tensor_check(self, key, name, shape):
+        probing, elements = self.probings.get(key), self.elements.get(key)
+        errors, worst = [0.0], {}
+        kinks = directions = 0
+        if probing is not None:
+            kinks, directions = probing.kinks, probing.directions
+            slope = probing.worst()
+            if slope is not None:
+                errors.append(slope.relative_error())
+                worst = {"numerical": slope.value, "analytical": slope.analytic}
+        if elements is not None and len(elements.indices):
+            kinks += elements.kinks
+            errors.append(float(elements.relative_errors().max()))
+            position = elements.worst()
+            worst = {"worst_index": tuple(int(i) for i in np.unravel_index(
+                         elements.indices[position], shape)),
+                     "numerical": _number(elements.numerical[position]),
+                     "analytical": float(elements.analytical[position])}
+        return TensorCheck(
+            name=name, shape=tuple(shape), status=self._status(key), directions=directions,
+            kinks=kinks, max_rel_error=max(errors),
+            elements_checked=0 if elements is None else len(elements.indices) - elements.kinks,
+            elements_mismatched=0 if elements is None else int(elements.mismatched.sum()),
+            pattern=self.patterns.get(key), **worst)
+
+    def _report(self, parameter_names, births):
+        parameters = {name: self._tensor_check(name, name, self.targets[name].shape)
+                      for name in parameter_names}
+        points = [self._tensor_check(p.key, p.label, p.shape) for p in self.points]
+        checks = dict(parameters)
+        checks.update({p.key: c for p, c in zip(self.points, points)})
+        faulty = sorted((n for n, c in parameters.items() if c.status == MISMATCH),
+                        key=lambda n: -parameters[n].max_rel_error)
+        evidence = {b.evidence for b in births}
+        labels = {p.key: p.label for p in self.points}
+        causes = []
+        for birth in births:
+            affected = tuple(n for n in faulty if n not in evidence
+                             and self._first_position(n) < birth.position)
+            causes.append(Culprit(
+                module=birth.module, module_type=self._module_type(birth.module),
+                path=birth.path, check=checks[birth.evidence], right=labels.get(birth.right),
+                affected=affected))
+        culprits = list(dict.fromkeys(c.module for c in causes))
+        findings = [_finding(c) for c in causes]
+        if faulty and not causes:
+            findings.append(_unlocated_finding(parameters[faulty[0]], faulty))
+        failed = any(c.status == MISMATCH for c in checks.values())
+        return GradientReport(
+            passed=not failed, faulty=faulty, culprits=culprits, findings=findings,
+            parameters=parameters, points=points, causes=causes,
+            forward_evaluations=self.evaluator.forward_evaluations,
+            backward_passes=self.evaluator.backward_passes, backend=self.backend.name,
+            mode=self.settings.mode, notes=_notes(checks.values()))
+
+    def _first_position(self, parameter):
+        owner = parameter.rpartition(".")[0]
+        return next((i for i, p in enumerate(self.points) if p.module == owner), -1)
+
+    def _module_type(self, name):
+        if name == LOSS:
+            return "loss"
+        return type(self.backend.module(name)).__name__
+
+
+def _exact_slope(numerical):
+    return lambda w: float(np.vdot(numerical, w))
+
+
+def _number(value):
+    return None if np.isnan(value) else float(value)
+
+
+def _finding(cause):
+    check, pattern = cause.check, cause.pattern
+    path = {INPUT: "its input", INTERNAL: "its own code between its sub-modules"}.get(
+        cause.path, f"its {cause.path}")
+    if cause.module == LOSS:
+        what = "the gradient the loss sends back to the model's output is wrong"
+    elif cause.path in (INPUT, INTERNAL):
+        what = f"{cause.where} passes a wrong gradient back through {path}"
+    else:
+        what = f"{cause.where} computes a wrong gradient for its {cause.path}"
+    message = what
+    if pattern is not None:
+        message += f": {pattern}"
+    if cause.right:
+        message += f", while the gradient at {cause.right} is right"
+    if check.worst_index is not None:
+        message += (f". Worst element {check.name}{list(check.worst_index)}: numerical "
+                    f"{_sci(check.numerical)}, analytical {_sci(check.analytical)}")
+    if cause.affected:
+        message += f". Wrong as a consequence: {', '.join(cause.affected)}"
+    where = "loss_fn's backward" if cause.module == LOSS else (
+        f"the backward of {cause.module_type} (or of the autograd Function it calls)")
+    suggestion = f"in {where}, look for {pattern.hint}" if pattern is not None else ""
+    evidence = {"module": cause.module, "module_type": cause.module_type, "path": cause.path,
+                "pattern": None if pattern is None else pattern.to_dict(),
+                "check": check.to_dict(), "right": cause.right,
+                "affected": list(cause.affected)}
+    return Finding("GRADIENT_MISMATCH", "error", cause.module, message + ".", suggestion,
+                   evidence)
+
+
+def _unlocated_finding(check, faulty):
+    return Finding(
+        "GRADIENT_MISMATCH", "error", check.name,
+        f"gradients of {', '.join(faulty)} disagree with finite differences (max relative "
+        f"error {check.max_rel_error:.2g}); no module boundary around them could be checked, "
+        f"so the module where they go wrong is not known.",
+        "check the backward of the modules that use these parameters",
+        {"faulty": faulty, "check": check.to_dict()})
+
+
+def _notes(checks):
+    notes = []
+    kinks = sum(c.kinks for c in checks)
+    if kinks:
+        notes.append(f"{kinks} probe(s) landed on non-differentiable points (ReLU at 0, "
+                     f"max-pool ties, abs) and were replaced or left out")
+    unchecked = [c.name for c in checks if c.status == UNCHECKED]
+    if unchecked:
+        notes.append(f"not checked, every probe on a non-differentiable point: "
+                     f"{', '.join(unchecked)}")
+    return notes
+
+
+def _sci(value):
+    return "n/a" if value is None else f"{value:.4e}"

@@ -1,0 +1,113 @@
+"""``Evaluator``: runs the copied model and the loss on the batch, and counts the runs.
+
+Every run starts from the same random state, so dropout draws the same mask each time and the
+loss is a deterministic function of the parameters and of whatever a run perturbs.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import DiagnosticsError
+from .calls import check_loss, check_output
+from .kinks import ROUNDING
+
+
+@dataclass(frozen=True)
+class Analytic:
+    """What one backward pass says: the loss, and the gradients of parameters and points."""
+
+    loss: float
+    parameters: dict   # name -> gradient (zeros where backward left none)
+    points: list       # Points in forward order
+    point_gradients: dict  # point key -> gradient (zeros where none arrived)
+
+
+class Evaluator:
+    def __init__(self, backend, instrument, call):
+        self.backend, self.instrument, self.call = backend, instrument, call
+        self.random_state = backend.rng_state()
+        self.parameters = {name: backend.to_numpy(param)
+                           for name, param in backend.named_parameters() if param.requires_grad}
+        self.forward_evaluations = 0
+        self.backward_passes = 0
+
+    def analytic(self):
+        """One recording forward pass and one backward pass; checks the output and the loss."""
+        self.backend.zero_grad()
+        self.instrument.start_pass(record=True)
+        try:
+            output, loss = self._run(checked=True)
+            self.backward_passes += 1
+            self.backend.backward(loss)
+        finally:
+            self.instrument.finish_recording()
+        gradients = {}
+        for name, values in self.parameters.items():
+            grad = self.backend.read_gradient(name)
+            gradients[name] = np.zeros_like(values) if grad is None else grad.astype(np.float64)
+        points = list(self.instrument.points)
+        point_gradients = {p.key: self.instrument.gradients.get(p.key, np.zeros(p.shape))
+                           for p in points}
+        return Analytic(self.backend.scalar(loss), gradients, points, point_gradients)
+
+    def loss(self, *, parameter=None, point=None, delta=None, capture=None):
+        """The loss with ``delta`` added to a parameter or a point; ``capture``: a point to keep."""
+        target = None if point is None else point.key
+        self.instrument.start_pass(target=target, delta=delta,
+                                   capture=None if capture is None else capture.key)
+        if parameter is not None:
+            self.backend.write_parameter(parameter, self.parameters[parameter] + delta)
+        try:
+            with self.backend.no_grad():
+                _, loss = self._run()
+            return self.backend.scalar(loss)
+        finally:
+            if parameter is not None:
+                self.backend.write_parameter(parameter, self.parameters[parameter])
+
+    def check_deterministic(self, analytic_loss):
+        """The loss of a plain run; a ``DiagnosticsError`` when it differs from the recording run's."""
+        loss_0 = self.loss()
+        bound = 4 * ROUNDING * max(abs(loss_0), abs(analytic_loss), 1e-300)
+        if not abs(loss_0 - analytic_loss) <= bound:
+            raise DiagnosticsError(
+                f"model: expected the same loss from two runs on the same batch (finite "
+                f"differences need a deterministic model), got {analytic_loss!r} and {loss_0!r}; "
+                f"does the forward pass draw from a random source other than the global "
+                f"generators, or keep state between calls?")
+        return loss_0
+
+    def _run(self, *, checked=False):
+        self.backend.set_rng_state(self.random_state)
+        self.forward_evaluations += 1
+        output = self._forward(checked)
+        if checked:
+            check_output(self.backend, output, self.call.targets)
+        loss = self._loss(output, checked)
+        if checked:
+            check_loss(self.backend, loss)
+        return output, loss
+
+    def _forward(self, checked):
+        if not checked:
+            return self.call.output(self.backend)
+        try:
+            return self.call.output(self.backend)
+        except DiagnosticsError:
+            raise
+        except Exception as error:
+            raise DiagnosticsError(
+                f"inputs: expected what the model's forward takes; model(*inputs) raised "
+                f"{type(error).__name__}: {error}") from error
+
+    def _loss(self, output, checked):
+        if not checked:
+            return self.call.loss(output)
+        try:
+            return self.call.loss(output)
+        except DiagnosticsError:
+            raise
+        except Exception as error:
+            raise DiagnosticsError(
+                f"loss_fn: expected loss_fn(output, targets) to run on the model's output; it "
+                f"raised {type(error).__name__}: {error}") from error

@@ -1,0 +1,173 @@
+"""Points: the tensors at module boundaries that a check perturbs, and the hooks that reach them.
+
+A point is one tensor at one call of one module: an input it receives or an output it returns.
+``Instrument`` puts a forward pre-hook and a forward hook on every module of the (copied)
+model. In the recording pass they put an identity (``clone``) in front of each point, whose
+tensor hook reads the analytic gradient of the loss with respect to that point: for an input,
+the gradient that flows back through this module only; for an output, the gradient the rest
+of the network sends it. In later passes they add a perturbation to one point, or keep a copy
+of one point's value. Calls are counted per pass, so a module called twice has two points.
+"""
+from dataclasses import dataclass
+
+INPUT, OUTPUT = "input", "output"
+
+
+@dataclass(frozen=True)
+class Point:
+    """One tensor at a module boundary, as seen in one forward pass.
+
+    ``stack``: the module calls running when the point appears, outermost first, as
+    ``(module name, call)`` pairs; the point's own call is the last one.
+    """
+
+    module: str
+    call: int
+    kind: str
+    index: int
+    shape: tuple
+    stack: tuple
+    calls: int = 1
+    tensors: int = 1
+
+    @property
+    def key(self):
+        return (self.module, self.call, self.kind, self.index)
+
+    @property
+    def label(self):
+        """``'2' input``, ``'block.act' call 2 output``, ``model output``."""
+        where = f"'{self.module}'" if self.module else "model"
+        if self.calls > 1:
+            where += f" call {self.call + 1}"
+        which = f"{self.kind} {self.index}" if self.tensors > 1 else self.kind
+        return f"{where} {which}"
+
+
+class Instrument:
+    """Hooks on every module of a model; a context manager that removes them all on exit."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.points = []        # in forward order, filled by a recording pass
+        self.gradients = {}     # point key -> analytic gradient (ndarray)
+        self.captured = None    # the value kept by a capturing pass
+        self._handles = []
+        self._mode = None
+        self._target = self._delta = self._capture = None
+        self._counts, self._stack = {}, []
+
+    def __enter__(self):
+        for name, module in self.backend.named_modules():
+            self._handles.append(module.register_forward_pre_hook(self._pre_hook(name)))
+            self._handles.append(self.backend.add_forward_hook(module, self._post_hook(name)))
+        return self
+
+    def __exit__(self, *exc):
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        return False
+
+    # ---------------------------------------------------------------- passes
+    def start_pass(self, *, record=False, target=None, delta=None, capture=None):
+        """Set what the next forward pass does: record points, perturb ``target``, keep ``capture``."""
+        self._mode = "record" if record else "run"
+        self._target, self._delta, self._capture = target, delta, capture
+        self._counts, self._stack = {}, []
+        self.captured = None
+        if record:
+            self.points, self.gradients = [], {}
+
+    def finish_recording(self):
+        """Give each point its module's call count and its call's tensor count."""
+        calls = {}
+        tensors = {}
+        for point in self.points:
+            calls[point.module] = max(calls.get(point.module, 0), point.call + 1)
+            slot = (point.module, point.call, point.kind)
+            tensors[slot] = tensors.get(slot, 0) + 1
+        self.points = [Point(p.module, p.call, p.kind, p.index, p.shape, p.stack,
+                             calls[p.module], tensors[(p.module, p.call, p.kind)])
+                       for p in self.points]
+        self._mode = None
+
+    # ------------------------------------------------------------------ hooks
+    def _pre_hook(self, name):
+        def hook(module, args):
+            call = self._counts.get(name, 0)
+            self._counts[name] = call + 1
+            self._stack.append((name, call))
+            return self._visit(name, call, INPUT, args, tuple(self._stack))
+        return hook
+
+    def _post_hook(self, name):
+        def hook(module, args, output):
+            call, stack = self._close_call(name)
+            return self._visit(name, call, OUTPUT, output, stack)
+        return hook
+
+    def _close_call(self, name):
+        """Pop ``name``'s call off the stack: ``(call, stack with that call last)``."""
+        for position in range(len(self._stack) - 1, -1, -1):
+            if self._stack[position][0] == name:
+                stack = tuple(self._stack[:position + 1])
+                del self._stack[position:]
+                return stack[-1][1], stack
+        return max(self._counts.get(name, 1) - 1, 0), tuple(self._stack) + ((name, 0),)
+
+    def _visit(self, name, call, kind, values, stack):
+        """Record, perturb or capture the tensors of one call's inputs or output."""
+        if self._mode is None:
+            return None
+        items, rebuild = _tensor_items(values)
+        if items is None:
+            return None
+        changed = False
+        for index, tensor in list(items):
+            if not _is_tensor(tensor):
+                continue
+            key = (name, call, kind, index)
+            new = tensor
+            if self._mode == "record" and getattr(tensor, "requires_grad", False):
+                self.points.append(Point(name, call, kind, index, tuple(tensor.shape), stack))
+                new = self._watch(key, tensor)
+            elif self._mode == "run" and key == self._target:
+                new = tensor + self.backend.from_numpy(self._delta, like=tensor)
+            if key == self._capture:
+                self.captured = self.backend.to_numpy(new)
+            if new is not tensor:
+                items[index] = (index, new)
+                changed = True
+        return rebuild([value for _, value in items]) if changed else None
+
+    def _watch(self, key, tensor):
+        """An identity in front of ``tensor`` whose gradient is stored under ``key``."""
+        twin = tensor.clone()
+
+        def store(grad):
+            array = self.backend.to_numpy(grad)
+            previous = self.gradients.get(key)
+            self.gradients[key] = array if previous is None else previous + array
+
+        twin.register_hook(store)
+        return twin
+
+
+def _tensor_items(values):
+    """``([(index, tensor)], rebuild)`` for a tensor or a flat tuple/list of them; ``(None, None)`` else.
+
+    Entries that are not tensors keep their place; ``rebuild`` makes a value of the same kind.
+    """
+    if isinstance(values, (tuple, list)) and type(values) in (tuple, list):
+        kind = type(values)
+        if not any(_is_tensor(v) for v in values):
+            return None, None
+        return list(enumerate(values)), kind
+    if _is_tensor(values):
+        return [(0, values)], lambda new: new[0]
+    return None, None
+
+
+def _is_tensor(value):
+    return hasattr(value, "register_hook") and hasattr(value, "shape")

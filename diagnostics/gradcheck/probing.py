@@ -1,0 +1,186 @@
+"""Finite-difference measurements on one tensor: along random directions, or element by element.
+
+A *target* is a tensor whose analytic gradient is known and which a run can move: a parameter,
+or a point at a module boundary. ``Prober.probe`` compares directional derivatives along random
+Gaussian directions (unit length, so every element has weight and one derivative costs two
+runs whatever the size); ``Prober.suspects`` narrows a failing tensor down to the chunks that
+fail; ``Prober.elements`` checks single elements; ``Prober.true_slope`` measures the true
+gradient along any direction, for the pattern classifier.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .kinks import Tolerance, estimate_slope, relative_error
+
+KINK_RETRIES = 3    # extra directions a tensor may use when probes land on kinks
+CHUNKS = 8          # pieces a failing region is cut into when narrowing it down
+REFINE_ABOVE = 4    # narrow down while the failing region holds more than this x max_elements
+
+
+@dataclass(frozen=True)
+class Target:
+    """A tensor to check: ``name`` (a parameter's, or a point's label) and its analytic gradient."""
+
+    name: str
+    analytic: np.ndarray
+    parameter: str | None = None
+    point: object = None
+
+    @property
+    def shape(self):
+        return self.analytic.shape
+
+
+@dataclass
+class Probing:
+    """The directional derivatives measured on one target."""
+
+    slopes: list = field(default_factory=list)
+
+    @property
+    def status(self):
+        statuses = {s.status for s in self.slopes}
+        if "mismatch" in statuses:
+            return "mismatch"
+        return "ok" if "ok" in statuses else "unchecked"
+
+    @property
+    def directions(self):
+        return sum(s.status != "kink" for s in self.slopes)
+
+    @property
+    def kinks(self):
+        return sum(s.status == "kink" for s in self.slopes)
+
+    def worst(self):
+        """The slope with the largest relative error (None when every probe hit a kink)."""
+        measured = [s for s in self.slopes if s.status != "kink"]
+        return max(measured, key=lambda s: s.relative_error(), default=None)
+
+
+@dataclass(frozen=True)
+class Elements:
+    """Single elements checked: flat indices, numerical values (NaN at kinks), analytic values."""
+
+    indices: np.ndarray
+    numerical: np.ndarray
+    analytical: np.ndarray
+    mismatched: np.ndarray   # bool per index
+
+    @property
+    def kinks(self):
+        return int(np.isnan(self.numerical).sum())
+
+    def relative_errors(self):
+        return np.array([0.0 if np.isnan(n) else relative_error(n, a)
+                         for n, a in zip(self.numerical, self.analytical)])
+
+    def worst(self):
+        """Position (into ``indices``) of the worst element, mismatched ones first; None if empty."""
+        if len(self.indices) == 0:
+            return None
+        errors = self.relative_errors() + self.mismatched * 2.0  # mismatches rank above passes
+        return int(np.argmax(errors))
+
+
+class Prober:
+    def __init__(self, evaluator, settings, loss_0):
+        self.evaluator, self.settings, self.loss_0 = evaluator, settings, loss_0
+        self.rng = np.random.default_rng(settings.seed)
+        self.tolerance = Tolerance(settings.rtol, settings.atol)
+
+    def slope(self, target, direction, analytic=None, *, confirm=True):
+        """The derivative along ``direction`` (any length the step should scale with)."""
+        def loss_at(t):
+            return self.evaluator.loss(parameter=target.parameter, point=target.point,
+                                       delta=t * direction)
+
+        return estimate_slope(loss_at, self.loss_0, step=self.settings.eps,
+                              tolerance=self.tolerance, analytic=analytic, confirm=confirm)
+
+    def probe(self, target, *, support=None, probes=None):
+        """Up to ``probes`` random directions (on ``support``, flat indices, when given).
+
+        Stops at the first mismatch; a direction that lands on a kink is replaced by a new one,
+        at most ``KINK_RETRIES`` times.
+        """
+        wanted = self.settings.probes if probes is None else probes
+        result = Probing()
+        for _ in range(wanted + KINK_RETRIES):
+            direction = self._direction(target.shape, support)
+            analytic = float(np.vdot(target.analytic, direction))
+            result.slopes.append(self.slope(target, direction, analytic))
+            if result.status == "mismatch" or result.directions >= wanted:
+                break
+        return result
+
+    def probe_chunks(self, target):
+        """One direction on each of ``CHUNKS`` pieces: a tensor whose whole-tensor probes all
+        landed on kinks may still have pieces that can be checked."""
+        result = Probing()
+        for piece in np.array_split(np.arange(target.analytic.size), CHUNKS):
+            if len(piece):
+                result.slopes.extend(self.probe(target, support=piece, probes=1).slopes)
+        return result
+
+    def elements(self, target, indices, *, confirm=True):
+        """Single-element central differences at flat ``indices`` (``confirm``: see kinks)."""
+        indices = np.asarray(indices, dtype=np.int64)
+        numerical = np.full(len(indices), np.nan)
+        analytical = target.analytic.reshape(-1)[indices].astype(np.float64)
+        mismatched = np.zeros(len(indices), dtype=bool)
+        for position, index in enumerate(indices):
+            basis = np.zeros(target.analytic.size)
+            basis[index] = 1.0
+            slope = self.slope(target, basis.reshape(target.shape), float(analytical[position]),
+                               confirm=confirm)
+            if slope.value is not None:
+                numerical[position] = slope.value
+            mismatched[position] = slope.status == "mismatch"
+        return Elements(indices, numerical, analytical, mismatched)
+
+    def suspects(self, target):
+        """At most ``max_elements`` flat indices, drawn from the chunks of ``target`` that fail.
+
+        The failing region is cut into ``CHUNKS`` pieces, each probed along one direction, and
+        the failing pieces are kept, until the region is small enough or most pieces fail (the
+        error is spread out, and any sample shows it).
+        """
+        cap = self.settings.max_elements
+        regions = [np.arange(target.analytic.size)]
+        while sum(len(r) for r in regions) > REFINE_ABOVE * cap:
+            pieces = [p for region in regions
+                      for p in np.array_split(region, min(CHUNKS, len(region)))]
+            verdicts = [self.probe(target, support=p, probes=1).status for p in pieces]
+            failing = ([p for p, v in zip(pieces, verdicts) if v == "mismatch"]
+                       or [p for p, v in zip(pieces, verdicts) if v == "unchecked"])
+            if not failing:
+                break
+            regions = failing
+            if 2 * len(failing) > len(pieces) or all(len(p) == 1 for p in pieces):
+                break
+        pool = np.concatenate(regions)
+        chosen = pool if len(pool) <= cap else self.rng.choice(pool, size=cap, replace=False)
+        return np.sort(chosen)
+
+    def true_slope(self, target):
+        """``along(w)``: the true gradient's inner product with ``w`` (None at a kink)."""
+        def along(w):
+            norm = float(np.linalg.norm(w))
+            if norm == 0.0:
+                return 0.0
+            slope = self.slope(target, w / norm)
+            return None if slope.value is None else slope.value * norm
+
+        return along
+
+    def _direction(self, shape, support):
+        size = int(np.prod(shape, dtype=np.int64))
+        direction = np.zeros(size)
+        if support is None:
+            direction[:] = self.rng.standard_normal(size)
+        else:
+            direction[support] = self.rng.standard_normal(len(support))
+        norm = np.linalg.norm(direction)
+        return (direction / norm if norm > 0 else direction).reshape(shape)

@@ -1,0 +1,108 @@
+"""The text of a ``GradientReport``: a headline, each culprit, then a table of parameters."""
+
+MAX_ROWS = 12   # parameter rows shown; faulty ones always are
+
+_PATHS = {"input": "input path", "internal": "own code between its sub-modules"}
+
+
+def render(report):
+    lines = [_headline(report), _subline(report)]
+    for cause in report.causes:
+        lines += [""] + _cause_lines(cause)
+    lines += [""] + _table(report)
+    lines += [f"note: {note}" for note in report.notes]
+    return "\n".join(lines)
+
+
+def _headline(report):
+    if report.passed:
+        return (f"Gradient check passed: {len(report.parameters)} parameter gradients and "
+                f"{len(report.points)} gradients at module boundaries agree with finite "
+                f"differences.")
+    if not report.causes:
+        return (f"Gradient check FAILED: {len(report.faulty)} parameter gradient(s) disagree "
+                f"with finite differences; where they go wrong could not be pinned down.")
+    if len(report.causes) == 1:
+        return f"Gradient check FAILED: the gradient goes wrong in {_place(report.causes[0])}."
+    places = "; ".join(_place(c) for c in report.causes)
+    return f"Gradient check FAILED in {len(report.causes)} places: {places}."
+
+
+def _subline(report):
+    passes = "pass" if report.backward_passes == 1 else "passes"
+    return (f"{report.backend} model, checked on a float64 copy in mode {report.mode!r}: "
+            f"{report.forward_evaluations} forward evaluations, {report.backward_passes} "
+            f"backward {passes}.")
+
+
+def _place(cause):
+    if cause.module == "loss":
+        return "the loss (its backward)"
+    return f"{cause.where}, {_PATHS.get(cause.path, cause.path + ' path')}"
+
+
+def _cause_lines(cause):
+    check = cause.check
+    rows = [("culprit", _place(cause))]
+    if cause.pattern is not None:
+        rows.append(("pattern", str(cause.pattern)))
+    evidence = f"wrong at {check.name}"
+    if cause.right:
+        evidence += f", right at {cause.right}"
+    rows.append(("evidence", evidence))
+    if check.worst_index is not None:
+        rows.append(("", f"worst element {list(check.worst_index)} of {check.name} "
+                         f"{check.shape}: numerical {_sci(check.numerical)}, analytical "
+                         f"{_sci(check.analytical)}"))
+        rows.append(("", f"{check.elements_mismatched} of {check.elements_checked} elements "
+                         f"checked disagree; max relative error {check.max_rel_error:.3g}"))
+    if cause.affected:
+        rows.append(("affects", f"{', '.join(cause.affected)} (wrong only as a consequence)"))
+    if cause.pattern is not None:
+        rows.append(("look for", cause.pattern.hint))
+    width = max(len(label) for label, _ in rows) + 2
+    return [f"{label:<{width}}{text}" for label, text in rows]
+
+
+def _table(report):
+    checks = list(report.parameters.values())
+    faulty = [c for c in checks if c.status == "mismatch"]
+    others = [c for c in checks if c.status != "mismatch"]
+    shown_others = others[:max(MAX_ROWS - len(faulty), 0)]
+    shown = [c for c in checks if c in faulty or c in shown_others]
+    header = ("parameter", "shape", "gradient", "max rel err", "checked", "worst element",
+              "numerical", "analytical")
+    rows = [header] + [_row(c) for c in shown]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    right = {3, 6, 7}
+    lines = []
+    for row in rows:
+        cells = [cell.rjust(w) if i in right else cell.ljust(w)
+                 for i, (cell, w) in enumerate(zip(row, widths))]
+        lines.append("  ".join(cells).rstrip())
+    hidden = len(others) - len(shown_others)
+    if hidden:
+        lines.append(f"... and {hidden} more parameters, "
+                     f"{'all ok' if all(c.status == 'ok' for c in others) else 'see .parameters'}")
+    return lines
+
+
+def _row(check):
+    status = {"ok": "ok", "mismatch": "WRONG", "unchecked": "unchecked"}[check.status]
+    if check.elements_checked and check.elements_checked == check.size:
+        checked = f"all {check.size} elements"
+    elif check.elements_checked:
+        checked = f"{check.elements_checked} of {check.size} elements"
+    else:
+        checked = f"{check.directions} directions"
+    worst = numerical = analytical = ""
+    if check.status == "mismatch":
+        if check.worst_index is not None:
+            worst = str(list(check.worst_index))
+        numerical, analytical = _sci(check.numerical), _sci(check.analytical)
+    return (check.name, str(check.shape), status, f"{check.max_rel_error:.1e}", checked, worst,
+            numerical, analytical)
+
+
+def _sci(value):
+    return "n/a" if value is None else f"{value:.4e}"

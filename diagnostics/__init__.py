@@ -1,2 +1,2 @@
 """gradhunt diagnostics: one layer that inspects minigrad and torch models alike."""
-from .tools import find_lr, overfit_one_batch
+from .tools import find_lr, overfit_one_batch, revive_dead_units, validate_data

@@ -153,6 +153,12 @@ class Backend(ABC):
         """An independent detached copy, same dtype and device."""
         return self._copy_tensor(tensor)
 
+    @abstractmethod
+    def graph_buffers_alive(self, tensor):
+        """True while the graph that made ``tensor`` still holds what backward needs (after
+        ``retain_graph=True``, or before any backward); False once backward freed it; None
+        when no saved tensor lies within the first nodes."""
+
     def hook_keys(self):
         """module name -> {hook dict: keys}: what ``restore`` uses to drop leftover hooks."""
         return {name: {attr: frozenset(module.__dict__.get(attr, {}).keys())

@@ -10,6 +10,9 @@ from minigrad.tensor import Tensor
 from .base import Backend
 
 
+_GRAPH_NODES_PROBED = 64  # graph_buffers_alive looks no further than this many nodes
+
+
 class MinigradBackend(Backend):
     name = "minigrad"
 
@@ -77,6 +80,20 @@ class MinigradBackend(Backend):
         now = param.data.reshape(-1)
         delta = before.reshape(-1) - now
         return (np.dot(delta, delta), np.dot(now, now))
+
+    def graph_buffers_alive(self, tensor):
+        stack, visited = [getattr(tensor, "grad_fn", None)], 0
+        while stack and visited < _GRAPH_NODES_PROBED:
+            ctx = stack.pop()
+            if ctx is None:
+                continue
+            visited += 1
+            if ctx.released:
+                return False
+            if ctx.saved_tensors:
+                return True
+            stack.extend(getattr(x, "grad_fn", None) for x in ctx.inputs)
+        return None
 
     def gather(self, results):
         if not results:

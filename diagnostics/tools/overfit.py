@@ -9,7 +9,7 @@ from ..findings import Finding
 from ..jsonable import to_jsonable
 from . import _training as T
 
-DEFAULT_LR = 1e-3
+DEFAULT_LR = 3e-3
 TARGET_FRACTION = 0.05  # default target: 5% of the loss at the start
 
 
@@ -58,7 +58,7 @@ def overfit_one_batch(model, loss_fn, inputs, targets, *, optimizer=None, steps=
                       target_loss=None):
     """Train on one batch until the loss reaches ``target_loss`` or ``steps`` steps pass.
 
-    ``optimizer`` defaults to Adam(lr=1e-3) over the model's parameters; ``target_loss``
+    ``optimizer`` defaults to Adam(lr=3e-3) over the model's parameters; ``target_loss``
     defaults to 5% of the loss at the start. Stops early on success. The model, the optimizer
     and the RNG states are restored afterwards, bit for bit.
     """

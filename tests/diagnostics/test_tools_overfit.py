@@ -1,0 +1,126 @@
+"""overfit_one_batch: healthy nets memorise a batch, planted bugs fail with causes, state kept."""
+import contextlib
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from diagnostics import overfit_one_batch
+from diagnostics.errors import DiagnosticsError
+
+from .tools_helpers import (FRAMEWORKS, NN, OPTIM, assert_same, capture, classification_data,
+                            cross_entropy, mlp, take_steps)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_healthy_net_memorises_a_batch_and_stops_early(framework):
+    x, y = classification_data(rows=16)
+    result = overfit_one_batch(mlp(framework, (8, 32, 3)), cross_entropy(framework), x, y)
+    assert result.passed and result.findings == []
+    assert 0 < result.steps < 200 and len(result.losses) == result.steps + 1
+    assert result.final_loss <= result.target_loss == pytest.approx(0.05 * result.initial_loss)
+    assert result.accuracies[-1] == 1.0
+    assert "PASSED in" in str(result)
+    assert json.loads(json.dumps(result.to_dict()))["passed"] is True
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_broadcasting_target_shape_fails_and_is_named_as_the_cause(framework):
+    x, _ = classification_data(rows=16)
+    y = np.random.default_rng(1).standard_normal(16).astype(np.float32)  # (16,) vs output (16, 1)
+    with pytest.warns(UserWarning) if framework == "torch" else contextlib.nullcontext():
+        result = overfit_one_batch(mlp(framework, (8, 32, 1)), NN[framework].MSELoss(), x, y,
+                                   steps=60)
+    assert not result.passed and result.steps is None
+    (finding,) = result.findings
+    assert finding.code == "OVERFIT_FAILED" and finding.severity == "error"
+    assert "output shape (16, 1) and target shape (16,) differ" in finding.message
+    assert "FAILED after 60 steps" in str(result)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_dead_network_fails_with_no_gradient_as_the_cause(framework):
+    x, y = classification_data(rows=16)
+    model = mlp(framework, (8, 16, 3))
+    _set_bias(model[0].bias, -50.0)  # every hidden ReLU is off for every input
+    result = overfit_one_batch(model, cross_entropy(framework), x, y, steps=30)
+    assert not result.passed
+    causes = result.findings[0].evidence["likely_causes"]
+    assert any("no gradient reaches 0.weight, 0.bias" in cause for cause in causes)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_model_optimizer_and_rng_are_restored_bit_for_bit(framework):
+    x, y = classification_data(rows=16)
+    model = mlp(framework, (8, 16, 3))
+    optimizer = OPTIM[framework].Adam(model.parameters(), lr=1e-2)
+    take_steps(framework, model, optimizer, x, y)
+    model.eval()
+    before = capture(model, optimizer)
+    result = overfit_one_batch(model, cross_entropy(framework), x, y, optimizer=optimizer,
+                               steps=20)
+    assert len(result.losses) > 2  # it did train
+    assert_same(before, capture(model, optimizer))
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_state_is_restored_when_the_loss_function_fails_midway(framework):
+    x, y = classification_data(rows=16)
+    model = mlp(framework, (8, 16, 3))
+    optimizer = OPTIM[framework].SGD(model.parameters(), lr=0.1, momentum=0.9)
+    take_steps(framework, model, optimizer, x, y)
+    before = capture(model, optimizer)
+    calls = []
+
+    def flaky_loss(output, target):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("boom")
+        return cross_entropy(framework)(output, target)
+
+    with pytest.raises(RuntimeError, match="boom"):
+        overfit_one_batch(model, flaky_loss, x, y, optimizer=optimizer)
+    assert_same(before, capture(model, optimizer))
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_bad_arguments_raise_naming_the_argument(framework):
+    x, y = classification_data(rows=4)
+    model, loss = mlp(framework), cross_entropy(framework)
+    other = OPTIM[framework].SGD(mlp(framework).parameters(), lr=0.1)
+    cases = [
+        ((object(), loss, x, y), {}, "model: expected a torch.nn.Module or a minigrad"),
+        ((model, "mse", x, y), {}, "loss_fn: expected a callable"),
+        ((model, loss, x.tolist(), y), {}, "inputs: expected a"),
+        ((model, loss, x, None), {}, "targets: expected a"),
+        ((model, loss, x, y), {"steps": 0}, "steps: expected an integer >= 1"),
+        ((model, loss, x, y), {"target_loss": -1.0}, "target_loss: expected a finite number"),
+        ((model, loss, x, y), {"optimizer": other}, "optimizer: expected an optimizer over this"),
+        ((model, loss, x, y), {"optimizer": "adam"}, "optimizer: expected a torch.optim"),
+    ]
+    for args, kwargs, message in cases:
+        with pytest.raises(DiagnosticsError, match=message):
+            overfit_one_batch(*args, **kwargs)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_loss_that_is_not_a_scalar_is_a_clear_error(framework):
+    x, y = classification_data(rows=4)
+    per_example = NN[framework].CrossEntropyLoss(reduction="none")
+    with pytest.raises(DiagnosticsError, match=r"loss_fn: expected a function returning a one-el"):
+        overfit_one_batch(mlp(framework), per_example, x, y)
+
+
+def test_target_already_met_passes_at_step_zero():
+    x, y = classification_data(rows=4)
+    result = overfit_one_batch(mlp("minigrad"), cross_entropy("minigrad"), x, y, target_loss=50.0)
+    assert result.passed and result.steps == 0 and len(result.losses) == 1
+
+
+def _set_bias(bias, value):
+    if isinstance(bias, torch.Tensor):
+        with torch.no_grad():
+            bias.fill_(value)
+    else:
+        bias.data[...] = value

@@ -31,12 +31,15 @@ class Module:
     def __setattr__(self, name, value):
         if "_parameters" not in self.__dict__:
             raise AttributeError("call Module.__init__() before assigning attributes")
+        was_parameter, was_buffer = name in self._parameters, name in self._buffers
         for registry in (self._parameters, self._buffers, self._modules):
             registry.pop(name, None)
-        if isinstance(value, Parameter) or (value is None and name in self._parameters):
+        if isinstance(value, Parameter) or (value is None and was_parameter):
             self._parameters[name] = value
         elif isinstance(value, Module):
             self._modules[name] = value
+        elif was_buffer and (value is None or isinstance(value, Tensor)):
+            self._buffers[name] = value  # torch keeps a reassigned buffer a buffer
         else:
             object.__setattr__(self, name, value)
             return

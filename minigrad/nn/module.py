@@ -31,18 +31,21 @@ class Module:
     def __setattr__(self, name, value):
         if "_parameters" not in self.__dict__:
             raise AttributeError("call Module.__init__() before assigning attributes")
-        was_parameter, was_buffer = name in self._parameters, name in self._buffers
-        for registry in (self._parameters, self._buffers, self._modules):
-            registry.pop(name, None)
-        if isinstance(value, Parameter) or (value is None and was_parameter):
-            self._parameters[name] = value
+        if isinstance(value, Parameter) or (value is None and name in self._parameters):
+            target = self._parameters
         elif isinstance(value, Module):
-            self._modules[name] = value
-        elif was_buffer and (value is None or isinstance(value, Tensor)):
-            self._buffers[name] = value  # torch keeps a reassigned buffer a buffer
+            target = self._modules
+        elif name in self._buffers and (value is None or isinstance(value, Tensor)):
+            target = self._buffers  # torch keeps a reassigned buffer a buffer
         else:
+            target = None
+        for registry in (self._parameters, self._buffers, self._modules):
+            if registry is not target:
+                registry.pop(name, None)
+        if target is None:
             object.__setattr__(self, name, value)
             return
+        target[name] = value  # an existing key keeps its place, as in torch
         self.__dict__.pop(name, None)
 
     def __getattr__(self, name):

@@ -25,11 +25,12 @@ def load_raw():
     return x.astype(np.float64), y.astype(np.int64)
 
 
-def load_split(*, test_fraction=0.25, seed=0):
-    """A shuffled train/test split, standardised with the training set's statistics."""
+def load_split(*, test_fraction=0.25, seed=0, rows=None):
+    """A shuffled train/test split, standardised with the training set's statistics;
+    ``rows`` limits the examples used (before splitting)."""
     x, y = load_raw()
-    order = np.random.default_rng(seed).permutation(len(x))
-    cut = int(round(len(x) * (1 - test_fraction)))
+    order = np.random.default_rng(seed).permutation(len(x))[:rows]
+    cut = int(round(len(order) * (1 - test_fraction)))
     train, test = order[:cut], order[cut:]
     mean, std = x[train].mean(0), x[train].std(0)
     std[std == 0] = 1.0

@@ -35,10 +35,8 @@ def backward(root, grad=None, *, retain_graph=False):
         grad = pending.pop(id(tensor), None)
         if grad is None:
             continue
-        for hook in tensor._hooks.values():
-            replaced = hook(grad)
-            if replaced is not None:
-                grad = np.asarray(getattr(replaced, "data", replaced))
+        if tensor._hooks:
+            grad = _run_hooks(tensor, grad)
         ctx = tensor.grad_fn
         if ctx is None or tensor._retains_grad:
             _accumulate_into_tensor(tensor, grad)
@@ -48,17 +46,28 @@ def backward(root, grad=None, *, retain_graph=False):
             raise RuntimeError(
                 f"Trying to backward through the graph a second time (through {ctx.name}): "
                 f"its saved arrays were freed. Pass retain_graph=True to the first backward()")
-        for index, (inp, inp_grad) in enumerate(_call_backward(ctx, grad)):
-            if inp_grad is None or not ctx.needs_input_grad[index]:
-                continue
-            key = id(inp)
-            pending[key] = inp_grad if key not in pending else pending[key] + inp_grad
+        for inp, inp_grad in zip(ctx.inputs, _call_backward(ctx, grad)):
+            if inp_grad is not None:
+                key = id(inp)
+                earlier = pending.get(key)
+                pending[key] = inp_grad if earlier is None else earlier + inp_grad
         if not retain_graph:
             ctx.release()
 
 
+def _run_hooks(tensor, grad):
+    for hook in tuple(tensor._hooks.values()):
+        replaced = hook(grad)
+        if replaced is not None:
+            grad = np.asarray(getattr(replaced, "data", replaced))
+    return grad
+
+
 def _call_backward(ctx, grad):
-    """Run one node's backward and check what it returns: one gradient per input, right shapes."""
+    """Run one node's backward and check what it returns: one gradient per input, right shapes.
+
+    Gives one array per input that needs a gradient, None for the others.
+    """
     grads = ctx.function.backward(ctx, grad)
     if not isinstance(grads, tuple):
         grads = (grads,)
@@ -67,16 +76,20 @@ def _call_backward(ctx, grad):
             f"{ctx.name}.backward returned {len(grads)} gradients, expected {len(ctx.inputs)} "
             f"(one per input of forward, None for inputs without a gradient)")
     checked = []
-    for index, (inp, inp_grad) in enumerate(zip(ctx.inputs, grads)):
-        if inp_grad is not None and ctx.needs_input_grad[index]:
+    for index, (inp, needed, inp_grad) in enumerate(zip(ctx.inputs, ctx.needs_input_grad, grads)):
+        if inp_grad is None or not needed:
+            checked.append(None)
+            continue
+        if not isinstance(inp_grad, np.ndarray):
             inp_grad = np.asarray(inp_grad)
-            if inp_grad.shape != inp.shape:
-                raise GradientShapeError(
-                    f"{ctx.name}.backward returned a gradient of shape {inp_grad.shape} for "
-                    f"input {index}, which has shape {inp.shape}")
-            if inp_grad.dtype != inp.dtype:
-                inp_grad = inp_grad.astype(inp.dtype)
-        checked.append((inp, inp_grad))
+        data = inp.data
+        if inp_grad.shape != data.shape:
+            raise GradientShapeError(
+                f"{ctx.name}.backward returned a gradient of shape {inp_grad.shape} for "
+                f"input {index}, which has shape {data.shape}")
+        if inp_grad.dtype != data.dtype:
+            inp_grad = inp_grad.astype(data.dtype)
+        checked.append(inp_grad)
     return checked
 
 

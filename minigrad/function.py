@@ -35,7 +35,7 @@ class Context:
     def __init__(self, function, inputs):
         self.function = function
         self.inputs = inputs
-        self.needs_input_grad = tuple(_requires_grad(x) for x in inputs)
+        self.needs_input_grad = tuple([isinstance(x, Tensor) and x.requires_grad for x in inputs])
         self.saved_tensors = ()
         self.released = False
 
@@ -45,7 +45,7 @@ class Context:
 
     @property
     def next_functions(self):
-        return tuple(x.grad_fn if _is_tensor(x) else None for x in self.inputs)
+        return tuple(x.grad_fn if isinstance(x, Tensor) else None for x in self.inputs)
 
     def save_for_backward(self, *arrays):
         self.saved_tensors = arrays
@@ -72,9 +72,11 @@ class Function:
 
     @classmethod
     def apply(cls, *args):
-        from .tensor import Tensor
+        """Run ``forward`` on the inputs' arrays; record the call when an input requires grad.
 
-        arrays = tuple(x.data if isinstance(x, Tensor) else x for x in args)
+        An output that is not floating point (an index, a mask) is never recorded, as in torch.
+        """
+        arrays = [x.data if isinstance(x, Tensor) else x for x in args]
         ctx = Context(cls, args)
         try:
             out = cls.forward(ctx, *arrays)
@@ -84,7 +86,7 @@ class Function:
             raise ShapeError(f"{cls.__name__}: {exc} (input shapes: {_shapes(arrays)})") from exc
         if not isinstance(out, np.ndarray):
             out = np.asarray(out)
-        record = is_grad_enabled() and any(ctx.needs_input_grad)
+        record = out.dtype.kind == "f" and is_grad_enabled() and any(ctx.needs_input_grad)
         result = Tensor(out, requires_grad=record)
         if record:
             result.grad_fn = ctx
@@ -95,11 +97,4 @@ def _shapes(arrays):
     return ", ".join(str(x.shape) for x in arrays if isinstance(x, np.ndarray))
 
 
-def _is_tensor(x):
-    from .tensor import Tensor
-
-    return isinstance(x, Tensor)
-
-
-def _requires_grad(x):
-    return _is_tensor(x) and x.requires_grad
+from .tensor import Tensor  # noqa: E402  (tensor.py imports the ops, which import this module)

@@ -43,7 +43,7 @@ class Tensor:
         if isinstance(data, Tensor):
             data = data.data
         self.data = _as_array(data, dtype)
-        if requires_grad and not np.issubdtype(self.data.dtype, np.floating):
+        if requires_grad and self.data.dtype.kind != "f":
             raise RuntimeError(
                 f"only floating-point tensors can require gradients, got dtype {self.data.dtype}")
         self.requires_grad = bool(requires_grad)
@@ -399,11 +399,18 @@ def _as_array(data, dtype):
 
 
 def _operand(value, like):
-    """The other operand of a binary op: a Tensor, or a constant of ``like``'s float dtype."""
+    """The other operand of a binary op: a Tensor, or a constant of ``like``'s float dtype.
+
+    As in torch, a Python number takes the tensor's float dtype, and a Python float next to an
+    integer tensor is float32.
+    """
     if isinstance(value, Tensor):
         return value
-    if isinstance(value, (int, float, bool)) and np.issubdtype(like.dtype, np.floating):
-        return Tensor(np.asarray(value, dtype=like.dtype))
+    if isinstance(value, (int, float)):
+        if like.data.dtype.kind == "f":
+            return Tensor(np.asarray(value, dtype=like.data.dtype))
+        if isinstance(value, float):
+            return Tensor(np.asarray(value, dtype=np.float32))
     return Tensor(np.asarray(value))
 
 

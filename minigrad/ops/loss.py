@@ -166,4 +166,4 @@ def _check_broadcast(op, input_shape, target_shape):
     warnings.warn(
         f"{op}: using a target of shape {target_shape} that differs from the input shape "
         f"{input_shape}; it will be broadcast, which is likely not what you want",
-        UserWarning, stacklevel=4)
+        UserWarning, stacklevel=5)

@@ -1,4 +1,4 @@
-"""Loss modules: ``CrossEntropyLoss``, ``MSELoss``, ``BCEWithLogitsLoss``, called as ``loss(input, target)``."""
+"""Loss modules ``CrossEntropyLoss``, ``MSELoss``, ``BCEWithLogitsLoss``: ``loss(input, target)``."""
 from .. import functional as F
 from ..ops.loss import check_reduction
 from .module import Module

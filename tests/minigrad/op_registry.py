@@ -1,4 +1,4 @@
-"""The one registry of ops that drives the op tests (forward, gradients, finite differences, dtypes).
+"""The one registry of ops that drives the op tests: forward, gradients, finite differences, dtypes.
 
 Each ``OpSpec`` names an op, calls it in minigrad and in torch, and draws input cases. A case
 holds the differentiable inputs (float64 arrays, one Tensor each) and the other arguments

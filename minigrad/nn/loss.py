@@ -1,4 +1,4 @@
-"""Loss modules ``CrossEntropyLoss``, ``MSELoss``, ``BCEWithLogitsLoss``: ``loss(input, target)``."""
+"""Loss modules, called as ``loss(input, target)``: CrossEntropyLoss, MSELoss, BCEWithLogitsLoss."""
 from .. import functional as F
 from ..ops.loss import check_reduction
 from .module import Module

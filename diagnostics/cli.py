@@ -3,7 +3,9 @@
 Each ``add_*`` function registers one sub-command on an ``argparse`` sub-parser set; the
 handler it sets (``func``) takes the parsed arguments and returns the exit code.
 """
+from .tools.preflight_command import add_preflight_command
 
 
 def add_commands(subparsers):
     """Register the diagnostics' sub-commands."""
+    add_preflight_command(subparsers)

@@ -1,2 +1,5 @@
 """gradhunt diagnostics: one layer that inspects minigrad and torch models alike."""
-from .tools import find_lr, overfit_one_batch, revive_dead_units, validate_data
+from .errors import DiagnosticsError
+from .findings import Finding
+from .gradcheck import GradientReport, check_gradients, compare_gradients
+from .tools import find_lr, overfit_one_batch, preflight, revive_dead_units, validate_data

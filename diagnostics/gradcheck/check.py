@@ -63,7 +63,7 @@ class _GradientCheck:
             self._check_parameter(name)
         for point in self.points:
             self.probings[point.key] = self.prober.probe(self.targets[point.key])
-        births = locate(self.points, {p.key: self._status(p.key) for p in self.points},
+        births = locate(self.points, {p.key: self._flow_status(p.key) for p in self.points},
                         {name: self._status(name) for name in analytic.parameters})
         for name in analytic.parameters:
             if self._status(name) == MISMATCH and name not in self.elements:
@@ -96,6 +96,14 @@ class _GradientCheck:
         if MISMATCH in statuses:
             return MISMATCH
         return OK if OK in statuses else UNCHECKED
+
+    def _flow_status(self, key):
+        """A point's status for localization: a right gradient that is zero (no gradient
+        reaches the point, an unused output) says nothing about where errors are born."""
+        status = self._status(key)
+        if status == OK and not np.any(self.targets[key].analytic):
+            return UNCHECKED
+        return status
 
     def _suspect_elements(self, key):
         target = self.targets[key]

@@ -34,20 +34,26 @@ def locate(points, point_status, parameter_status):
     """Births, in the order the backward pass meets them (nearest the loss first).
 
     ``points``: Points in forward order; ``point_status``: point key -> "ok", "mismatch" or
-    anything else for unknown; ``parameter_status``: parameter name -> the same.
+    anything else for unknown (a point no gradient reaches tells nothing about the flow and
+    should be passed as unknown); ``parameter_status``: parameter name -> the same.
     """
     births = []
     known = [(position, p) for position, p in enumerate(points)
              if point_status.get(p.key) in ("ok", "mismatch")]
-    for (position, point), following in zip(known, known[1:] + [(len(points), None)]):
+    for number, (position, point) in enumerate(known):
         if point_status[point.key] != "mismatch":
             continue
-        _, right = following
+        right = next((p for _, p in known[number + 1:] if not _siblings(p, point)), None)
         if right is not None and point_status[right.key] != "ok":
             continue
         births.append(_birth_between(point, right, position))
     births.extend(_parameter_births(points, point_status, parameter_status))
     return sorted(births, key=lambda b: -b.position)
+
+
+def _siblings(a, b):
+    """Tensors of the same call's inputs (or outputs): made together, not one from the other."""
+    return (a.module, a.call, a.kind) == (b.module, b.call, b.kind)
 
 
 def _birth_between(wrong, right, position):

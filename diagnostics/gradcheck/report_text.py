@@ -93,8 +93,10 @@ def _row(check):
         checked = f"all {check.size} elements"
     elif check.elements_checked:
         checked = f"{check.elements_checked} of {check.size} elements"
-    else:
+    elif check.directions:
         checked = f"{check.directions} directions"
+    else:
+        checked = "none (kinks)"
     worst = numerical = analytical = ""
     if check.status == "mismatch":
         if check.worst_index is not None:

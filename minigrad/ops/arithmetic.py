@@ -148,7 +148,7 @@ class Clip(Function):
     @staticmethod
     def forward(ctx, a, low, high):
         if a.dtype.kind == "f":  # a float64 bound must not upcast a float32 tensor
-            low, high = (None if b is None else a.dtype.type(b) for b in (low, high))
+            low, high = (None if b is None else np.asarray(b, dtype=a.dtype) for b in (low, high))
         ctx.save_for_backward(a)
         ctx.bounds = (low, high)
         return np.clip(a, low, high)

@@ -20,8 +20,8 @@ class Reshape(Function):
 class Permute(Function):
     @staticmethod
     def forward(ctx, a, axes):
-        ctx.axes = axes
-        return np.transpose(a, axes)
+        ctx.axes = tuple(axis % a.ndim for axis in axes)  # backward inverts it with argsort
+        return np.transpose(a, ctx.axes)
 
     @staticmethod
     def backward(ctx, grad):

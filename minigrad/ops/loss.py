@@ -133,7 +133,7 @@ def _check_ce_target(logits, target, axis):
                 f"have shape {index_shape} (one class per sample), got {target.shape}")
         classes = logits.shape[axis]
         if target.size and (target.min() < 0 or target.max() >= classes):
-            raise ValueError(
+            raise IndexError(
                 f"cross_entropy: class indices must lie in [0, {classes}), got values from "
                 f"{target.min()} to {target.max()}")
         return True

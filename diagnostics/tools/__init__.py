@@ -2,7 +2,9 @@
 from .data_validation import DataReport, validate_data
 from .lr_finder import LRFinderResult, find_lr
 from .overfit import OverfitResult, overfit_one_batch
+from .preflight import CheckItem, PreflightReport, preflight
 from .revive import RevivalReport, revive_dead_units
 
 __all__ = ["OverfitResult", "overfit_one_batch", "LRFinderResult", "find_lr", "RevivalReport",
-           "revive_dead_units", "DataReport", "validate_data"]
+           "revive_dead_units", "DataReport", "validate_data", "PreflightReport", "CheckItem",
+           "preflight"]

@@ -108,6 +108,18 @@ def train_step(backend, optimizer, loss_fn, inputs, targets):
     return value, output
 
 
+def uninformative_loss(backend, loss_fn, output, targets):
+    """The loss of an all-zero output like ``output`` (ndarray): -log(1/C) for cross-entropy over
+    C classes, mean(y**2) for MSE. None when the loss cannot take it or is not positive."""
+    zeros = backend.from_numpy(np.zeros_like(output), like=targets)
+    try:
+        with backend.no_grad():
+            value = backend.scalar(loss_fn(zeros, targets))
+    except Exception:  # a loss that cannot take a plain zero output has no baseline
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
 def is_class_indices(output, targets):
     """True when ``targets`` (ndarray) are class indices for ``output`` (ndarray of scores)."""
     return (np.issubdtype(targets.dtype, np.integer) and output.ndim == targets.ndim + 1

@@ -10,7 +10,7 @@ from ..jsonable import to_jsonable
 from . import _training as T
 
 DEFAULT_LR = 3e-3
-TARGET_FRACTION = 0.05  # default target: 5% of the loss at the start
+TARGET_FRACTION = 0.05  # default target: 5% of the starting (or uninformative) loss
 
 
 @dataclass
@@ -59,7 +59,8 @@ def overfit_one_batch(model, loss_fn, inputs, targets, *, optimizer=None, steps=
     """Train on one batch until the loss reaches ``target_loss`` or ``steps`` steps pass.
 
     ``optimizer`` defaults to Adam(lr=3e-3) over the model's parameters; ``target_loss``
-    defaults to 5% of the loss at the start. Stops early on success. The model, the optimizer
+    defaults to 5% of the loss at the start or of an all-zero output's loss (-log(1/C) for
+    cross-entropy), whichever is lower. Stops early on success. The model, the optimizer
     and the RNG states are restored afterwards, bit for bit.
     """
     backend = get_backend(model)
@@ -93,7 +94,7 @@ def _run(backend, loss_fn, inputs, targets, *, optimizer, steps, target_loss):
         if step == 0:
             silent = _parameters_without_gradient(backend) if math.isfinite(value) else []
             if target_loss is None:
-                target_loss = TARGET_FRACTION * value if math.isfinite(value) else 0.0
+                target_loss = _default_target(backend, loss_fn, value, output, targets)
         losses.append(value)
         accuracies.append(T.accuracy(backend.to_numpy(output), target_array))
         if value <= target_loss:
@@ -108,6 +109,15 @@ def _run(backend, loss_fn, inputs, targets, *, optimizer, steps, target_loss):
     return OverfitResult(passed=reached is not None, steps=reached, target_loss=target_loss,
                          losses=losses, accuracies=accuracies, max_steps=steps,
                          findings=findings)
+
+
+def _default_target(backend, loss_fn, initial, output, targets):
+    """5% of the lower of the initial loss and an uninformative (all-zero) output's loss, so
+    that a blown-up initial loss does not make the target easy."""
+    levels = [v for v in (initial, T.uninformative_loss(backend, loss_fn, backend.to_numpy(output),
+                                                         targets)) if v is not None]
+    finite = [v for v in levels if math.isfinite(v)]
+    return TARGET_FRACTION * min(finite) if finite else 0.0
 
 
 def _parameters_without_gradient(backend):

@@ -19,7 +19,8 @@ def test_healthy_net_memorises_a_batch_and_stops_early(framework):
     result = overfit_one_batch(mlp(framework, (8, 32, 3)), cross_entropy(framework), x, y)
     assert result.passed and result.findings == []
     assert 0 < result.steps < 200 and len(result.losses) == result.steps + 1
-    assert result.final_loss <= result.target_loss == pytest.approx(0.05 * result.initial_loss)
+    expected_target = 0.05 * min(result.initial_loss, np.log(3))  # -log(1/C) for C = 3
+    assert result.final_loss <= result.target_loss == pytest.approx(expected_target, rel=1e-6)
     assert result.accuracies[-1] == 1.0
     assert "PASSED in" in str(result)
     assert json.loads(json.dumps(result.to_dict()))["passed"] is True
@@ -110,6 +111,14 @@ def test_a_loss_that_is_not_a_scalar_is_a_clear_error(framework):
     per_example = NN[framework].CrossEntropyLoss(reduction="none")
     with pytest.raises(DiagnosticsError, match=r"loss_fn: expected a function returning a one-el"):
         overfit_one_batch(mlp(framework), per_example, x, y)
+
+
+def test_blown_up_initial_loss_does_not_make_the_default_target_easy():
+    x, y = classification_data(rows=16)
+    model = mlp("minigrad", (8, 32, 3))
+    model[2].weight.data[...] *= 100.0  # a loss far above -log(1/3)
+    result = overfit_one_batch(model, cross_entropy("minigrad"), x, y, steps=3)
+    assert result.initial_loss > 10 and result.target_loss == pytest.approx(0.05 * np.log(3))
 
 
 def test_target_already_met_passes_at_step_zero():

@@ -1,0 +1,252 @@
+"""preflight: a healthy model passes every item; each planted bug fails its own item; state is
+restored bit for bit; bad arguments raise; ``gradhunt preflight FILE:factory`` runs it."""
+import json
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+import minigrad
+from diagnostics import preflight
+from diagnostics.errors import DiagnosticsError
+from scenarios.cli import main
+
+from .tools_helpers import (FRAMEWORKS, NN, OPTIM, assert_same, capture, classification_data,
+                            cross_entropy, mlp, tensor)
+
+ITEMS = ["parameters", "forward", "label dtype", "shapes", "loss at init", "overfit one batch",
+         "training steps", "activations", "gradient flow", "stale gradients",
+         "parameters update", "gradient check"]
+
+
+def _statuses(report):
+    return {item.name: item.status for item in report.items}
+
+
+def _failed(report):
+    return sorted(item.name for item in report.items if item.status == "FAIL")
+
+
+def _codes(report, name):
+    return [finding.code for finding in report.item(name).findings]
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_healthy_model_passes_every_item(framework):
+    x, y = classification_data(rows=16)
+    report = preflight(mlp(framework, (8, 32, 3)), cross_entropy(framework), x, y)
+    assert [item.name for item in report.items] == ITEMS
+    assert report.passed and report.findings == []
+    assert set(_statuses(report).values()) == {"PASS", "SKIP"}
+    assert _statuses(report)["stale gradients"] == "SKIP"
+    assert "expected about -log(1/3) = 1.099" in report.item("loss at init").summary
+    assert str(report).startswith("preflight: all checks passed")
+    assert json.loads(json.dumps(report.to_dict()))["passed"] is True
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_healthy_train_step_with_dropout_passes_and_state_is_restored(framework):
+    x, y = classification_data(rows=16)
+    nn = NN[framework]
+    (torch.manual_seed if framework == "torch" else minigrad.manual_seed)(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 3))
+    optimizer = OPTIM[framework].SGD(model.parameters(), lr=0.05, momentum=0.9)
+    loss_fn = cross_entropy(framework)
+
+    def train_step(model, batch, optimizer):
+        optimizer.zero_grad()
+        loss = loss_fn(model(batch[0]), batch[1])
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    train_step(model, (tensor(framework, x), tensor(framework, y)), optimizer)
+    before = capture(model, optimizer)
+    report = preflight(model, loss_fn, x, y, optimizer=optimizer, train_step=train_step)
+    assert _statuses(report)["stale gradients"] == "PASS"
+    assert _failed(report) in ([], ["gradient check"])  # dropout may make the slice random
+    assert_same(before, capture(model, optimizer))
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_overconfident_last_layer_is_a_bad_initial_loss(framework):
+    x, y = classification_data(rows=16)
+    model = mlp(framework, (8, 32, 3))
+    _scale(model[2].weight, 30.0)
+    report = preflight(model, cross_entropy(framework), x, y)
+    assert _failed(report) == ["loss at init"]
+    (finding,) = report.item("loss at init").findings
+    assert finding.code == "BAD_INIT_LOSS" and finding.evidence["classes"] == 3
+    assert finding.evidence["expected"] == pytest.approx(np.log(3), rel=1e-6)
+
+
+def test_label_dtype_is_caught_before_torch_raises():
+    x, y = classification_data(rows=16)
+    report = preflight(mlp("torch"), cross_entropy("torch"), x, y.astype(np.int32))
+    assert _codes(report, "label dtype") == ["LABEL_DTYPE"]
+    assert "loss_fn raised RuntimeError" in report.item("loss at init").summary
+    assert _statuses(report)["overfit one batch"] == "SKIP"
+
+
+@pytest.mark.parametrize("labels, message", [
+    (lambda y: y.astype(np.float32), "class labels are float32"),
+    (lambda y: y + 1, "labels lie outside [0, 3)"),
+])
+def test_float_and_out_of_range_labels_are_label_dtype_errors(labels, message):
+    x, y = classification_data(rows=16)
+    y[0] = 2  # make sure the largest class occurs, so y + 1 reaches 3
+    report = preflight(mlp("minigrad"), cross_entropy("minigrad"), x, labels(y))
+    (finding,) = report.item("label dtype").findings
+    assert finding.code == "LABEL_DTYPE" and message in finding.message
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_broadcasting_shapes_fail_shapes_and_overfit(framework):
+    x, _ = classification_data(rows=16)
+    y = np.random.default_rng(0).standard_normal(16).astype(np.float32)
+    with pytest.warns(UserWarning):
+        report = preflight(mlp(framework, (8, 16, 1)), NN[framework].MSELoss(), x, y)
+    assert {"shapes", "overfit one batch"} <= set(_failed(report))
+    (finding,) = report.item("shapes").findings
+    assert finding.code == "SHAPE_BROADCAST" and finding.evidence["broadcast"] == (16, 16)
+
+
+def test_missing_zero_grad_is_stale_gradients_and_missing_step_is_params_not_updating():
+    x, y = classification_data(rows=16)
+    loss_fn = cross_entropy("minigrad")
+
+    def no_zero_grad(model, batch, optimizer):
+        loss = loss_fn(model(batch[0]), batch[1])
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    def no_step(model, batch, optimizer):
+        optimizer.zero_grad()
+        loss_fn(model(batch[0]), batch[1]).backward()  # returns nothing: preflight measures
+
+    report = preflight(mlp("minigrad"), loss_fn, x, y, train_step=no_zero_grad)
+    assert _codes(report, "stale gradients") == ["STALE_GRADIENTS"]
+    assert _failed(report) == ["stale gradients"]
+    report = preflight(mlp("minigrad"), loss_fn, x, y, train_step=no_step)
+    assert _codes(report, "parameters update") == ["PARAMS_NOT_UPDATING"]
+    assert _codes(report, "training steps") == ["LOSS_PLATEAU"]
+
+
+class _WrongReLU(minigrad.Function):
+    """ReLU whose backward lets the gradient through where the input was negative."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.maximum(x, 0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (x > 0) + 0.5 * grad * (x <= 0)
+
+
+class _WrongReLUModule(minigrad.nn.Module):
+    def forward(self, x):
+        return _WrongReLU.apply(x)
+
+
+def test_wrong_backward_fails_the_gradient_check():
+    x, y = classification_data(rows=16)
+    minigrad.manual_seed(0)
+    nn = minigrad.nn
+    model = nn.Sequential(nn.Linear(8, 16), _WrongReLUModule(), nn.Linear(16, 3))
+    report = preflight(model, cross_entropy("minigrad"), x, y)
+    assert "gradient check" in _failed(report)
+    assert "GRADIENT_MISMATCH" in _codes(report, "gradient check")
+
+
+def test_deep_net_without_normalisation_shows_exploding_gradients():
+    x, y = classification_data(rows=16)
+    model = mlp("minigrad", (8,) + (32,) * 19 + (3,))  # 20 Linear layers, no normalisation
+    for layer in model[::2]:
+        layer.weight.data[...] *= 4.0  # about 1.6 times He scale: signals grow layer by layer
+    report = preflight(model, cross_entropy("minigrad"), x, y)
+    assert {"loss at init", "activations", "gradient flow"} <= set(_failed(report))
+    exploding = [f for f in report.item("gradient flow").findings
+                 if f.code == "EXPLODING_GRADIENTS"]
+    assert exploding and exploding[0].evidence["gradient_norm"] > 1e4
+    assert "clip_grad_norm_" in exploding[0].suggestion
+
+
+def test_dead_relu_layer_shows_in_activations_and_fails_overfit():
+    x, y = classification_data(rows=16)
+    model = mlp("minigrad", (8, 32, 32, 3))
+    model[2].bias.data[...] = -50.0  # the second hidden layer never fires
+    report = preflight(model, cross_entropy("minigrad"), x, y)
+    assert _codes(report, "activations") == ["DEAD_UNITS"]
+    assert report.item("activations").findings[0].location == "3"
+    causes = report.item("overfit one batch").findings[0].evidence["likely_causes"]
+    assert any("no gradient reaches 0.weight, 0.bias, 2.weight, 2.bias" in c for c in causes)
+
+
+def test_forward_that_raises_fails_forward_and_skips_the_rest():
+    x, y = classification_data(rows=16)
+    report = preflight(mlp("minigrad", (5, 4, 3)), cross_entropy("minigrad"), x, y)
+    assert report.item("forward").status == "FAIL"
+    assert "forward raised" in report.item("forward").summary
+    assert {item.status for item in report.items[2:]} == {"SKIP"}
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_bad_arguments_raise_naming_the_argument(framework):
+    x, y = classification_data(rows=8)
+    model, loss = mlp(framework), cross_entropy(framework)
+    other = OPTIM[framework].SGD(mlp(framework).parameters(), lr=0.1)
+    cases = [
+        ({"train_step": "step"}, "train_step: expected a callable"),
+        ({"optimizer": other}, "optimizer: expected an optimizer over this model's parameters"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(DiagnosticsError, match=message):
+            preflight(model, loss, x, y, **kwargs)
+    with pytest.raises(DiagnosticsError, match="targets: expected a"):
+        preflight(model, loss, x, list(y))
+
+
+FACTORY = """
+import numpy as np
+import minigrad
+
+def factory():
+    minigrad.manual_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    y = np.argmax(x @ rng.standard_normal((8, 3)), axis=1)
+    model = minigrad.nn.Sequential(minigrad.nn.Linear(8, 32), minigrad.nn.ReLU(),
+                                   minigrad.nn.Linear(32, 3))
+    return model, minigrad.nn.CrossEntropyLoss(), (x, y)
+
+def broken():
+    model, loss, (x, y) = factory()
+    return {"model": model, "loss_fn": loss, "inputs": x, "targets": y.astype(np.float32)}
+"""
+
+
+def test_command_runs_a_factory_and_exits_by_the_verdict(tmp_path, capsys):
+    path = tmp_path / "my_model.py"
+    path.write_text(textwrap.dedent(FACTORY))
+    assert main(["preflight", str(path)]) == 0
+    assert "preflight: all checks passed (minigrad Sequential" in capsys.readouterr().out
+    assert main(["preflight", f"{path}:broken", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["passed"] is False
+    assert "LABEL_DTYPE" in [f["code"] for item in report["items"] for f in item["findings"]]
+    assert main(["preflight", f"{path}:missing"]) == 2
+    assert "FACTORY: expected a function named 'missing'" in capsys.readouterr().err
+    assert main(["preflight", str(tmp_path / "nope.py")]) == 2
+
+
+def _scale(weight, factor):
+    if isinstance(weight, torch.Tensor):
+        with torch.no_grad():
+            weight.mul_(factor)
+    else:
+        weight.data[...] *= factor

@@ -2,8 +2,8 @@
 
 Two float32 models, each built twice with the same weights: an MLP 784-512-512-10 on a batch
 of 128, and a small CNN (1x28x28, batch 64: conv-relu-pool-conv-relu-pool-linear). Steps of
-the two frameworks are interleaved in the same run and timed by their medians. The last line
-is the MLP ratio minigrad/torch (the line before it gives the CNN's).
+the two frameworks are interleaved in the same run; the ratio is the median of the ratios of
+neighbouring steps. The last line is the MLP ratio minigrad/torch (the line before, the CNN's).
 
 Both frameworks get the same number of threads (``--threads``, default 1): NumPy's BLAS via
 threadpoolctl, torch via ``torch.set_num_threads``. One thread each measures what differs,
@@ -55,7 +55,7 @@ def train_step(model, optimizer, loss_fn, inputs, targets):
 
 
 def compare(build, input_shape, *, repeats, warmup):
-    """Median seconds per step for minigrad and torch, measured interleaved."""
+    """Seconds per step for minigrad and torch, one list each, measured interleaved."""
     rng = np.random.default_rng(0)
     data = rng.standard_normal(input_shape).astype(np.float32)
     labels = rng.integers(0, 10, size=input_shape[0])
@@ -73,7 +73,7 @@ def compare(build, input_shape, *, repeats, warmup):
             train_step(*args)
             if repeat >= warmup:
                 spent.append(time.perf_counter() - start)
-    return statistics.median(times[0]), statistics.median(times[1])
+    return times
 
 
 def main():
@@ -90,8 +90,10 @@ def main():
         for name, build, shape in [("CNN 1x28x28 batch 64", build_cnn, (64, 1, 28, 28)),
                                    ("MLP 784-512-512-10 batch 128", build_mlp, (128, 784))]:
             ours, theirs = compare(build, shape, repeats=args.repeats, warmup=args.warmup)
-            ratios[name] = ours / theirs
-            print(f"{name}: minigrad {ours * 1e3:.2f} ms/step, torch {theirs * 1e3:.2f} ms/step")
+            # the median of step-by-step ratios: neighbouring steps share the machine's load
+            ratios[name] = statistics.median(a / b for a, b in zip(ours, theirs))
+            print(f"{name}: minigrad {statistics.median(ours) * 1e3:.2f} ms/step, "
+                  f"torch {statistics.median(theirs) * 1e3:.2f} ms/step")
     for name, ratio in ratios.items():
         print(f"ratio minigrad/torch, {name}: {ratio:.3f}")
 

@@ -112,7 +112,7 @@ class Tensor:
         self._retains_grad = True
 
     def register_hook(self, hook):
-        """Call ``hook(grad)`` once this tensor's gradient is known; a returned array replaces it."""
+        """Call ``hook(grad)`` once this gradient is known; a returned array replaces it."""
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         key = next(_hook_ids)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from diagnostics.tools import validate_data
+from diagnostics import validate_data
 
 from . import digits
 from .result import ScenarioResult

@@ -13,7 +13,7 @@ import numpy as np
 
 import minigrad
 from minigrad import nn
-from diagnostics.gradcheck import check_gradients
+from diagnostics import check_gradients
 
 from . import digits
 from .files import output_dir

@@ -10,7 +10,7 @@ import copy
 import numpy as np
 import torch
 
-from diagnostics.tools import revive_dead_units
+from diagnostics import revive_dead_units
 
 from . import digits
 from .result import ScenarioResult

@@ -59,10 +59,11 @@ class _GradientCheck:
         self.targets.update({p.key: Target(p.label, analytic.point_gradients[p.key], point=p)
                              for p in self.points})
         self.probings, self.elements, self.patterns = {}, {}, {}
+        self.supports = {}   # point key -> flat indices probed instead of all (see _check_point)
         for name in analytic.parameters:
             self._check_parameter(name)
         for point in self.points:
-            self.probings[point.key] = self.prober.probe(self.targets[point.key])
+            self._check_point(point, analytic.point_values[point.key])
         births = locate(self.points, {p.key: self._flow_status(p.key) for p in self.points},
                         {name: self._status(name) for name in analytic.parameters})
         for name in analytic.parameters:
@@ -82,6 +83,17 @@ class _GradientCheck:
         if probing.status == UNCHECKED:
             probing.slopes.extend(self.prober.probe_chunks(target).slopes)
         self.probings[name] = probing
+
+    def _check_point(self, point, value):
+        """Random directions; where all land on kinks, directions that leave the exact zeros
+        alone (ReLU outputs at 0 tie in max-pool windows, abs and ReLU bend at 0)."""
+        target = self.targets[point.key]
+        probing = self.prober.probe(target)
+        nonzero = np.flatnonzero(value)
+        if probing.status == UNCHECKED and 0 < len(nonzero) < value.size:
+            probing.slopes.extend(self.prober.probe(target, support=nonzero).slopes)
+            self.supports[point.key] = nonzero
+        self.probings[point.key] = probing
 
     def _status(self, key):
         statuses = set()
@@ -106,8 +118,9 @@ class _GradientCheck:
         return status
 
     def _suspect_elements(self, key):
-        target = self.targets[key]
-        return self.prober.elements(target, self.prober.suspects(target), confirm=False)
+        target, support = self.targets[key], self.supports.get(key)
+        return self.prober.elements(target, self.prober.suspects(target, support),
+                                    confirm=False)
 
     def _explain(self, birth):
         """Single elements and the pattern of the gradient that shows a culprit."""
@@ -117,15 +130,20 @@ class _GradientCheck:
         if key in self.patterns:
             return
         target, elements = self.targets[key], self.elements[key]
-        complete = (len(elements.indices) == target.analytic.size and elements.kinks == 0)
+        support = self.supports.get(key)
+        analytic = target.analytic if support is None else target.analytic.reshape(-1)[support]
+        complete = (support is None and len(elements.indices) == target.analytic.size
+                    and elements.kinks == 0)
         if complete:
             numerical = np.empty(target.analytic.size)
             numerical[elements.indices] = elements.numerical
             true_slope = _exact_slope(numerical.reshape(target.shape))
         else:
-            true_slope = self.prober.true_slope(target)
+            true_slope = self.prober.true_slope(target, support)
         jacobian = self._jacobian_product(target.point) if birth.path == INPUT else None
-        self.patterns[key] = classify(target.analytic, true_slope, rng=self.prober.rng,
+        if jacobian is not None and support is not None:
+            jacobian = jacobian.reshape(-1)[support]
+        self.patterns[key] = classify(analytic, true_slope, rng=self.prober.rng,
                                       batch_size=self.call.batch_size,
                                       jacobian_product=jacobian)
 

@@ -20,6 +20,7 @@ class Analytic:
     parameters: dict   # name -> gradient (zeros where backward left none)
     points: list       # Points in forward order
     point_gradients: dict  # point key -> gradient (zeros where none arrived)
+    point_values: dict     # point key -> value
 
 
 class Evaluator:
@@ -48,7 +49,8 @@ class Evaluator:
         points = list(self.instrument.points)
         point_gradients = {p.key: self.instrument.gradients.get(p.key, np.zeros(p.shape))
                            for p in points}
-        return Analytic(self.backend.scalar(loss), gradients, points, point_gradients)
+        return Analytic(self.backend.scalar(loss), gradients, points, point_gradients,
+                        dict(self.instrument.values))
 
     def loss(self, *, parameter=None, point=None, delta=None, capture=None):
         """The loss with ``delta`` added to a parameter or a point; ``capture``: a point to keep."""

@@ -51,6 +51,7 @@ class Instrument:
         self.backend = backend
         self.points = []        # in forward order, filled by a recording pass
         self.gradients = {}     # point key -> analytic gradient (ndarray)
+        self.values = {}        # point key -> value in the recording pass (ndarray)
         self.captured = None    # the value kept by a capturing pass
         self._handles = []
         self._mode = None
@@ -77,7 +78,7 @@ class Instrument:
         self._counts, self._stack = {}, []
         self.captured = None
         if record:
-            self.points, self.gradients = [], {}
+            self.points, self.gradients, self.values = [], {}, {}
 
     def finish_recording(self):
         """Give each point its module's call count and its call's tensor count."""
@@ -131,6 +132,7 @@ class Instrument:
             new = tensor
             if self._mode == "record" and getattr(tensor, "requires_grad", False):
                 self.points.append(Point(name, call, kind, index, tuple(tensor.shape), stack))
+                self.values[key] = self.backend.to_numpy(tensor)
                 new = self._watch(key, tensor)
             elif self._mode == "run" and key == self._target:
                 new = tensor + self.backend.from_numpy(self._delta, like=tensor)

@@ -140,15 +140,16 @@ class Prober:
             mismatched[position] = slope.status == "mismatch"
         return Elements(indices, numerical, analytical, mismatched)
 
-    def suspects(self, target):
-        """At most ``max_elements`` flat indices, drawn from the chunks of ``target`` that fail.
+    def suspects(self, target, support=None):
+        """At most ``max_elements`` flat indices (from ``support`` when given), drawn from the
+        chunks of ``target`` that fail.
 
         The failing region is cut into ``CHUNKS`` pieces, each probed along one direction, and
         the failing pieces are kept, until the region is small enough or most pieces fail (the
         error is spread out, and any sample shows it).
         """
         cap = self.settings.max_elements
-        regions = [np.arange(target.analytic.size)]
+        regions = [np.arange(target.analytic.size) if support is None else np.asarray(support)]
         while sum(len(r) for r in regions) > REFINE_ABOVE * cap:
             pieces = [p for region in regions
                       for p in np.array_split(region, min(CHUNKS, len(region)))]
@@ -164,13 +165,19 @@ class Prober:
         chosen = pool if len(pool) <= cap else self.rng.choice(pool, size=cap, replace=False)
         return np.sort(chosen)
 
-    def true_slope(self, target):
-        """``along(w)``: the true gradient's inner product with ``w`` (None at a kink)."""
+    def true_slope(self, target, support=None):
+        """``along(w)``: the true gradient's inner product with ``w`` (None at a kink); with
+        ``support``, ``w`` holds the values at those flat indices only."""
         def along(w):
             norm = float(np.linalg.norm(w))
             if norm == 0.0:
                 return 0.0
-            slope = self.slope(target, w / norm)
+            direction = w / norm
+            if support is not None:
+                direction = np.zeros(target.analytic.size)
+                direction[support] = w.reshape(-1) / norm
+                direction = direction.reshape(target.shape)
+            slope = self.slope(target, direction)
             return None if slope.value is None else slope.value * norm
 
         return along

@@ -14,6 +14,7 @@ import torch
 import minigrad
 from minigrad.ops.conv import Conv2d as MinigradConvOp
 from minigrad.ops.normalization import LayerNorm as MinigradLayerNormOp
+from minigrad.ops.pooling import MaxPool2d as MinigradMaxPoolOp
 
 FRAMEWORKS = ("torch", "minigrad")
 
@@ -137,6 +138,22 @@ class TorchMSEFn(torch.autograd.Function):
         return grad * factor * diff / diff.numel(), None, None
 
 
+class TorchMaxPoolFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, bug):
+        ctx.save_for_backward(x)
+        ctx.bug = bug
+        return torch.nn.functional.max_pool2d(x, 2)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad():
+            leaf = x.detach().requires_grad_()
+            (gx,) = torch.autograd.grad(torch.nn.functional.max_pool2d(leaf, 2), leaf, grad)
+        return (3 * gx if ctx.bug == "triple" else gx), None
+
+
 class TorchAddFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, skip, branch, bug):
@@ -224,6 +241,18 @@ class MinigradMSEFn(minigrad.Function):
         return grad * factor * diff / diff.size, None, None
 
 
+class MinigradMaxPoolFn(MinigradMaxPoolOp):
+    @staticmethod
+    def forward(ctx, x, bug):
+        ctx.bug = bug
+        return MinigradMaxPoolOp.forward(ctx, x, 2, None, 0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        gx = MinigradMaxPoolOp.backward(ctx, grad)[0]
+        return (3 * gx if ctx.bug == "triple" else gx), None
+
+
 class MinigradAddFn(minigrad.Function):
     @staticmethod
     def forward(ctx, skip, branch, bug):
@@ -287,10 +316,12 @@ def _layers(framework):
                                              1e-5, self.bug)
 
     class MaxPool(nn.Module):
+        def __init__(self, bug=None):
+            super().__init__()
+            self.bug = bug
+
         def forward(self, x):
-            if t:
-                return torch.nn.functional.max_pool2d(x, 2)
-            return minigrad.functional.max_pool2d(x, 2)
+            return (TorchMaxPoolFn if t else MinigradMaxPoolFn).apply(x, self.bug)
 
     class Flatten(nn.Module):
         def forward(self, x):
@@ -377,9 +408,10 @@ def build(framework, kind, *, bug=None, seed=0, batch=5):
         model = nn.Sequential(nn.Linear(6, 8), layers["Residual"](8, bug), nn.Linear(8, 3))
         return model, cross_entropy(framework), _inputs(rng, (batch, 6)), labels
     if kind == "cnn":                       # conv-ReLU-maxpool-conv-flatten-linear
-        model = nn.Sequential(layers["PlantedConv2d"](1, 3), nn.ReLU(), layers["MaxPool"](),
-                              layers["PlantedConv2d"](3, 2, bug), layers["Flatten"](),
-                              nn.Linear(2 * 3 * 3, 3))
+        pool_bug = bug if bug == "triple" else None
+        model = nn.Sequential(layers["PlantedConv2d"](1, 3), nn.ReLU(), layers["MaxPool"](pool_bug),
+                              layers["PlantedConv2d"](3, 2, None if pool_bug else bug),
+                              layers["Flatten"](), nn.Linear(2 * 3 * 3, 3))
         return model, cross_entropy(framework), _inputs(rng, (batch, 1, 6, 6)), labels
     if kind == "layernorm":
         model = nn.Sequential(nn.Linear(6, 8), layers["PlantedLayerNorm"](8, bug), nn.Tanh(),

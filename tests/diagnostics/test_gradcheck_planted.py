@@ -26,6 +26,7 @@ PLANTED = [
     ("residual", "skip_sign", "1", "input", "unexplained"),
     ("cnn", "weight_double", "3", "weight", "scale"),
     ("cnn", "input_sign", "3", "input", "sign flip"),
+    ("cnn", "triple", "2", "input", "scale"),       # max-pool between ReLU zeros (ties)
     ("layernorm", "input_terms", "1", "input", "unexplained"),
     ("loss", "half", "loss", "input", "scale"),
     ("twice", "sign", "act", "input", "sign flip"),

@@ -1,0 +1,108 @@
+"""Healthy twins pass: ReLU and max-pool nets over several seeds, inputs sitting on kinks, abs."""
+import numpy as np
+import pytest
+import torch
+
+import minigrad
+from diagnostics import check_gradients
+
+from .gradcheck_models import FRAMEWORKS, build, cross_entropy, one_torch_thread
+
+SEEDS = (0, 1, 2)
+KINDS = ("mlp", "tanh", "residual", "cnn", "layernorm", "loss", "twice")
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    with one_torch_thread():
+        yield
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_healthy_twin_passes(framework, kind):
+    report = check_gradients(*build(framework, kind))
+    assert report.passed, str(report)
+    assert report.faulty == [] and report.culprits == [] and report.findings == []
+    assert str(report).startswith("Gradient check passed")
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_relu_mlp_and_maxpool_cnn_pass_over_seeds(framework, seed):
+    for kind in ("mlp", "cnn"):
+        report = check_gradients(*build(framework, kind, seed=seed, batch=8), seed=seed)
+        assert report.passed, str(report)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_inputs_sitting_exactly_on_relu_kinks_pass(framework):
+    """Zero inputs and a zero first bias put half the first layer's units exactly at 0."""
+    model, loss_fn, inputs, targets = build(framework, "mlp", seed=3, batch=8)
+    if framework == "torch":
+        with torch.no_grad():
+            model[0].bias.zero_()
+    else:
+        model[0].bias.data[...] = 0
+    inputs[:4] = 0
+    report = check_gradients(model, loss_fn, inputs, targets)
+    assert report.passed, str(report)
+    assert any("non-differentiable" in note for note in report.notes)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_maxpool_ties_on_flat_images_pass(framework):
+    model, loss_fn, inputs, targets = build(framework, "cnn", seed=4, batch=6)
+    inputs[:, :, :, :3] = 0      # flat regions: equal values in pooling windows
+    inputs[:2] = np.round(inputs[:2])
+    assert check_gradients(model, loss_fn, inputs, targets).passed
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_abs_activation_passes(framework):
+    nn = torch.nn if framework == "torch" else minigrad.nn
+
+    class Abs(nn.Module):
+        def forward(self, x):
+            return x.abs()
+
+    (torch.manual_seed if framework == "torch" else minigrad.manual_seed)(5)
+    model = nn.Sequential(nn.Linear(4, 6), Abs(), nn.Linear(6, 2))
+    rng = np.random.default_rng(5)
+    inputs = rng.standard_normal((7, 4))
+    inputs[:3] = 0
+    report = check_gradients(model, cross_entropy(framework), inputs, rng.integers(0, 2, 7))
+    assert report.passed, str(report)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_full_mode_on_a_healthy_relu_net(framework):
+    report = check_gradients(*build(framework, "mlp", seed=1), mode="full")
+    assert report.passed, str(report)
+    assert all(c.elements_checked + c.kinks == c.size for c in report.parameters.values())
+
+
+def test_dropout_in_train_mode_is_checked_with_a_fixed_mask():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Dropout(0.5),
+                                torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    rng = np.random.default_rng(0)
+    report = check_gradients(model, torch.nn.CrossEntropyLoss(), rng.standard_normal((6, 5)),
+                             rng.integers(0, 2, 6))
+    assert report.passed, str(report)
+
+
+def test_evaluations_grow_with_tensors_not_with_elements():
+    """Directional probes: two wide layers cost about what two narrow ones do."""
+    counts = []
+    for width in (4, 64):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.Tanh(),
+                                    torch.nn.Linear(width, 3))
+        rng = np.random.default_rng(0)
+        report = check_gradients(model, torch.nn.CrossEntropyLoss(),
+                                 rng.standard_normal((5, width)), rng.integers(0, 3, 5))
+        assert report.passed
+        counts.append(report.forward_evaluations)
+    assert counts[1] <= counts[0] + 8
+    assert counts[1] < 2 * (64 * 64 + 64)

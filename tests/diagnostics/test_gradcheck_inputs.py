@@ -1,0 +1,146 @@
+"""Bad input gets a clear DiagnosticsError before any work starts, naming the argument."""
+import numpy as np
+import pytest
+import torch
+
+import minigrad
+from diagnostics import DiagnosticsError, check_gradients
+
+from .gradcheck_models import FRAMEWORKS, build, one_torch_thread
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    with one_torch_thread():
+        yield
+
+
+@pytest.fixture(params=FRAMEWORKS)
+def setup(request):
+    return request.param, build(request.param, "mlp")
+
+
+def _counting(loss_fn):
+    calls = []
+
+    def loss(output, targets):
+        calls.append(1)
+        return loss_fn(output, targets)
+
+    return loss, calls
+
+
+def test_not_a_module():
+    with pytest.raises(DiagnosticsError, match="model: expected a torch.nn.Module or a minigrad"):
+        check_gradients(lambda x: x, torch.nn.MSELoss(), np.ones((2, 3)), np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_model_without_parameters(framework):
+    nn = torch.nn if framework == "torch" else minigrad.nn
+    with pytest.raises(DiagnosticsError, match="model: expected a module with parameters"):
+        check_gradients(nn.Sequential(nn.ReLU()), nn.MSELoss(), np.ones((2, 3)), np.ones((2, 3)))
+
+
+def test_frozen_parameters_count_as_none():
+    model = torch.nn.Linear(3, 2).requires_grad_(False)
+    with pytest.raises(DiagnosticsError, match="parameters that require grad"):
+        check_gradients(model, torch.nn.MSELoss(), np.ones((2, 3)), np.ones((2, 2)))
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"mode": "fast"}, "mode: expected one of"),
+    ({"eps": 0.0}, "eps: expected a number in"),
+    ({"rtol": -1.0}, "rtol: expected a number >= 0"),
+    ({"probes": 0}, "probes: expected an int >= 1"),
+    ({"max_elements": 2.5}, "max_elements: expected an int >= 1"),
+    ({"seed": -3}, "seed: expected an int >= 0"),
+])
+def test_bad_options(setup, options, message):
+    _, (model, loss_fn, inputs, targets) = setup
+    loss, calls = _counting(loss_fn)
+    with pytest.raises(DiagnosticsError, match=message):
+        check_gradients(model, loss, inputs, targets, **options)
+    assert calls == []
+
+
+def test_empty_batch(setup):
+    _, (model, loss_fn, inputs, targets) = setup
+    loss, calls = _counting(loss_fn)
+    with pytest.raises(DiagnosticsError, match=r"inputs: expected a non-empty batch.*\(0, 6\)"):
+        check_gradients(model, loss, inputs[:0], targets[:0])
+    assert calls == []
+
+
+def test_inputs_of_the_wrong_framework(setup):
+    framework, (model, loss_fn, inputs, targets) = setup
+    other = minigrad.tensor(inputs) if framework == "torch" else torch.tensor(inputs)
+    with pytest.raises(DiagnosticsError, match=f"inputs: expected a {framework} tensor, a NumPy "
+                                               f"array, or a tuple of them, got"):
+        check_gradients(model, loss_fn, other, targets)
+    with pytest.raises(DiagnosticsError, match="inputs: expected"):
+        check_gradients(model, loss_fn, inputs.tolist(), targets)
+
+
+def test_targets_of_the_wrong_shape(setup):
+    _, (model, loss_fn, inputs, targets) = setup
+    loss, calls = _counting(loss_fn)
+    with pytest.raises(DiagnosticsError, match=r"targets: expected class indices of shape \(5,\)"):
+        check_gradients(model, loss, inputs, targets.reshape(5, 1))
+    with pytest.raises(DiagnosticsError, match=r"targets: expected shape \(5, 3\)"):
+        check_gradients(model, loss, inputs, np.zeros(5, dtype=np.float32))
+    assert calls == []
+
+
+def test_loss_not_scalar(setup):
+    framework, (model, _, inputs, targets) = setup
+    with pytest.raises(DiagnosticsError, match=r"loss_fn: expected a scalar loss.*\(5, 3\)"):
+        check_gradients(model, lambda output, t: output * 2, inputs, None)
+
+
+def test_loss_not_a_tensor_or_detached(setup):
+    framework, (model, loss_fn, inputs, targets) = setup
+    with pytest.raises(DiagnosticsError, match="loss_fn: expected to return a"):
+        check_gradients(model, lambda output, t: float(loss_fn(output, t).item()), inputs,
+                        targets)
+    with pytest.raises(DiagnosticsError, match="requires_grad"):
+        check_gradients(model, lambda output, t: loss_fn(output.detach(), t), inputs, targets)
+
+
+def test_loss_fn_not_callable_or_of_another_framework(setup):
+    framework, (model, _, inputs, targets) = setup
+    with pytest.raises(DiagnosticsError, match="loss_fn: expected a callable"):
+        check_gradients(model, "cross_entropy", inputs, targets)
+    other = minigrad.nn.CrossEntropyLoss() if framework == "torch" else torch.nn.CrossEntropyLoss()
+    with pytest.raises(DiagnosticsError, match="loss_fn: expected a loss of the model's framework"):
+        check_gradients(model, other, inputs, targets)
+
+
+def test_loss_that_raises_is_named(setup):
+    _, (model, _, inputs, targets) = setup
+
+    def broken(output, t):
+        raise KeyError("no such loss")
+
+    with pytest.raises(DiagnosticsError, match="loss_fn: .* raised KeyError"):
+        check_gradients(model, broken, inputs, targets)
+
+
+def test_inputs_the_model_cannot_take(setup):
+    _, (model, loss_fn, inputs, targets) = setup
+    with pytest.raises(DiagnosticsError, match="inputs: expected what the model's forward takes"):
+        check_gradients(model, loss_fn, inputs[:, :4], targets)
+
+
+def test_nondeterministic_model_is_refused():
+    class Noisy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(3, 2)
+            self.noise = np.random.default_rng(0)   # a private generator the check cannot rewind
+
+        def forward(self, x):
+            return self.fc(x) + float(self.noise.standard_normal())
+
+    with pytest.raises(DiagnosticsError, match="deterministic"):
+        check_gradients(Noisy(), torch.nn.MSELoss(), np.ones((2, 3)), np.ones((2, 2)))

@@ -4,6 +4,8 @@ import sys
 
 from diagnostics import cli as diagnostics_cli
 
+from . import commands as scenario_commands
+
 DEFAULT_COMMAND = "compare"
 
 
@@ -13,6 +15,7 @@ def build_parser():
         description="Find the bugs in neural-network code that never raise an error.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     diagnostics_cli.add_commands(subparsers)
+    scenario_commands.add_commands(subparsers)
     return parser
 
 

@@ -1,0 +1,154 @@
+"""``Bench``: one reference setup on one backend — model, loss, optimizer, data, loop settings.
+
+A planted bug changes a bench (a patched op, a swapped forward, other weights, other data,
+another loop setting) for the length of a ``with`` block; a diagnostic then inspects it.
+Benches are built fresh for every hunt run, from a seed, so runs never share state.
+"""
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+import minigrad
+
+from . import datasets
+from .models import BACKENDS, reference_model
+
+
+@dataclass(frozen=True)
+class Loop:
+    """The reference training loop's settings; a training-loop bug changes one of them."""
+
+    steps: int = 60
+    batch_size: int = 16
+    lr: float = 0.1
+    zero_grad: bool = True    # optimizer.zero_grad() before every backward
+    eval_mode: bool = True    # model.eval() before the evaluation pass, model.train() after
+    eval_every: int = 10      # an evaluation pass on the test set every this many steps
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a bench is made of: an architecture, a data set, a loss, loop settings.
+
+    ``logit_rms``: when set, the last layer is scaled so that the logits' root mean square on
+    the training set is this (a confident classifier, whose logits reach the hundreds).
+    """
+
+    architecture: str
+    data: str           # "blobs", "images" or "regression" (see ``datasets``)
+    loss: str           # "cross_entropy" or "mse"
+    loop: Loop = Loop()
+    logit_rms: float | None = None
+
+
+SETUPS = {
+    "mixed_mlp": Setup("mixed_mlp", "blobs", "cross_entropy"),
+    "mlp": Setup("mlp", "blobs", "cross_entropy"),
+    "confident_mlp": Setup("mlp", "blobs", "cross_entropy", Loop(lr=1e-3), logit_rms=150.0),
+    "regressor": Setup("regressor", "regression", "mse"),
+    "cnn": Setup("cnn", "images", "cross_entropy"),
+    "layer_norm_net": Setup("layer_norm_net", "blobs", "cross_entropy"),
+    "batch_norm_net": Setup("batch_norm_net", "blobs", "cross_entropy"),
+    "deep_net": Setup("deep_net", "blobs", "cross_entropy", Loop(lr=0.02)),
+}
+
+
+@dataclass
+class Bench:
+    """A model, its loss, an SGD optimizer, the data as the backend's tensors, and the loop."""
+
+    setup: str
+    backend: str
+    model: object
+    loss_fn: object
+    optimizer: object
+    train_x: object
+    train_y: object
+    test_x: object
+    test_y: object
+    loop: Loop
+
+    @property
+    def architecture(self):
+        return SETUPS[self.setup].architecture
+
+    # ---------------------------------------------------------- the framework
+    @property
+    def framework(self):
+        """``minigrad`` or ``torch`` (the module)."""
+        if self.backend == "minigrad":
+            return minigrad
+        import torch
+
+        return torch
+
+    def tensor(self, array):
+        """``array`` as a tensor of the bench's framework (dtype kept)."""
+        array = np.ascontiguousarray(array)
+        if self.backend == "minigrad":
+            return minigrad.tensor(array)
+        return self.framework.from_numpy(array.copy())
+
+    def array(self, tensor):
+        """A NumPy copy of a tensor (a parameter, a batch) of the bench's framework."""
+        if self.backend == "minigrad":
+            return np.array(tensor.data, copy=True)
+        return tensor.detach().cpu().numpy().copy()
+
+    def write(self, tensor, array):
+        """Overwrite a parameter's values in place."""
+        if self.backend == "minigrad":
+            tensor.data[...] = array
+            return
+        with self.framework.no_grad():
+            tensor.copy_(self.framework.from_numpy(np.ascontiguousarray(array)))
+
+    def sgd(self, parameters, *, lr):
+        return self.framework.optim.SGD(list(parameters), lr=lr)
+
+    def no_grad(self):
+        return self.framework.no_grad()
+
+    def module(self, name):
+        return dict(self.model.named_modules())[name]
+
+    def parameter(self, name):
+        return dict(self.model.named_parameters())[name]
+
+
+def make_bench(setup, backend, *, seed=0):
+    """A fresh bench of ``setup`` (a key of ``SETUPS``) on ``backend``."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    recipe = SETUPS[setup]
+    model = reference_model(recipe.architecture, backend, seed=seed)
+    data = getattr(datasets, recipe.data)(seed=seed)
+    bench = Bench(setup=setup, backend=backend, model=model, loss_fn=None, optimizer=None,
+                  train_x=None, train_y=None, test_x=None, test_y=None, loop=recipe.loop)
+    for field in ("train_x", "train_y", "test_x", "test_y"):
+        setattr(bench, field, bench.tensor(getattr(data, field)))
+    bench.loss_fn = _loss_module(bench.framework.nn, recipe.loss)
+    if recipe.logit_rms is not None:
+        _scale_last_layer(bench, recipe.logit_rms)
+    bench.optimizer = bench.sgd(model.parameters(), lr=recipe.loop.lr)
+    return bench
+
+
+def with_loop(bench, **changes):
+    """``bench.loop`` with ``changes`` (a new frozen ``Loop``)."""
+    return dataclasses.replace(bench.loop, **changes)
+
+
+def _scale_last_layer(bench, logit_rms):
+    with bench.no_grad():
+        logits = bench.array(bench.model(bench.train_x))
+    factor = logit_rms / np.sqrt(np.mean(logits.astype(np.float64) ** 2))
+    last = [name for name, _ in bench.model.named_parameters()][-2:]   # weight, bias
+    for name in last:
+        param = bench.parameter(name)
+        bench.write(param, bench.array(param) * factor)
+
+
+def _loss_module(nn, loss):
+    return nn.CrossEntropyLoss() if loss == "cross_entropy" else nn.MSELoss()

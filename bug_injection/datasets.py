@@ -1,0 +1,62 @@
+"""Small synthetic data sets for the reference models: clean, normalized, balanced, no leakage.
+
+Each comes as NumPy arrays (float32 inputs; int64 class labels or float32 regression targets);
+a ``Bench`` turns them into the backend's tensors. Generated from a private seeded generator,
+so every call with the same seed gives the same arrays.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+CLASSES = 4
+FEATURES = 6
+
+
+@dataclass(frozen=True)
+class DataSet:
+    train_x: np.ndarray
+    train_y: np.ndarray
+    test_x: np.ndarray
+    test_y: np.ndarray
+
+
+def blobs(*, seed=0, train=128, test=64):
+    """``CLASSES`` Gaussian clusters in ``FEATURES`` dimensions, standardized on the training set."""
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(0.0, 1.5, (CLASSES, FEATURES))
+    labels = _balanced_labels(rng, train + test)
+    x = centers[labels] + rng.normal(0.0, 1.0, (train + test, FEATURES))
+    return _split(_standardized(x, train), labels, train)
+
+
+def images(*, seed=0, train=128, test=64):
+    """1x6x6 images: one random template per class plus noise, standardized on the training set."""
+    rng = np.random.default_rng(seed)
+    templates = rng.normal(0.0, 1.0, (CLASSES, 1, 6, 6))
+    labels = _balanced_labels(rng, train + test)
+    x = templates[labels] + rng.normal(0.0, 0.5, (train + test, 1, 6, 6))
+    return _split(_standardized(x, train), labels, train)
+
+
+def regression(*, seed=0, train=128, test=64):
+    """``y = tanh(x @ w)`` plus a little noise, one target column: targets of shape (N, 1)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0.0, 1.0, (train + test, FEATURES))
+    w = rng.normal(0.0, 1.0 / np.sqrt(FEATURES), (FEATURES, 1))
+    y = np.tanh(x @ w) + rng.normal(0.0, 0.05, (train + test, 1))
+    return _split(x, y.astype(np.float32), train)
+
+
+def _balanced_labels(rng, count):
+    return rng.permutation(np.arange(count) % CLASSES).astype(np.int64)
+
+
+def _standardized(x, train):
+    mean = x[:train].mean(axis=0)
+    std = x[:train].std(axis=0)
+    return (x - mean) / std
+
+
+def _split(x, y, train):
+    x = x.astype(np.float32)
+    return DataSet(x[:train], y[:train], x[train:], y[train:])

@@ -89,7 +89,7 @@ class LRFinderResult:
             low, high = min(finite), max(finite[: max(1, len(finite) // 2)] + [finite[0]])
             axes.set_ylim(low - 0.05 * (high - low + 1e-12), high + 0.25 * (high - low + 1e-12))
         axes.legend(loc="upper left")
-        axes.grid(True, which="both", alpha=0.3)
+        axes.grid(True, alpha=0.3)
         figure.tight_layout()
         figure.savefig(path, dpi=100)
 

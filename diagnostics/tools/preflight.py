@@ -171,53 +171,62 @@ class _Checklist:
     def _label_dtype(self):
         output, targets = self.output, self.backend.to_numpy(self.targets)
         summary = f"targets {targets.shape} {targets.dtype}"
-        if _class_layout(output, targets):
-            classes = output.shape[1]
-            if targets.dtype.kind == "f":
-                return _failed("label dtype", summary, "LABEL_DTYPE", (
-                    f"class labels are {targets.dtype} for an output of {classes} class scores; "
-                    f"cross-entropy needs int64 class indices (torch raises 'expected scalar "
-                    f"type Long')"), "pass targets.long() (torch) or targets.astype(np.int64)",
-                    {"dtype": str(targets.dtype), "classes": classes})
-            if targets.dtype != np.int64:
-                return _failed("label dtype", summary, "LABEL_DTYPE", (
-                    f"class labels are {targets.dtype}; cross-entropy needs int64 class "
-                    f"indices"), "convert with targets.long() (torch) or astype(np.int64)",
-                    {"dtype": str(targets.dtype), "classes": classes})
-            outside = (targets != IGNORE_INDEX) & ((targets < 0) | (targets >= classes))
-            if outside.any():
-                return _failed("label dtype", summary, "LABEL_DTYPE", (
-                    f"{int(outside.sum())} labels lie outside [0, {classes}) (values "
-                    f"{targets.min()} to {targets.max()}); the output has {classes} classes"),
-                    "labels must be 0..C-1: shift 1-based labels down, or widen the last layer",
-                    {"outside": int(outside.sum()), "classes": classes,
-                     "min": targets.min(), "max": targets.max()})
-            return CheckItem("label dtype", PASS, summary + f", class indices in [0, {classes})")
-        if targets.dtype.kind in "biu" and output.dtype.kind == "f":
-            return _failed("label dtype", summary, "LABEL_DTYPE", (
-                f"{targets.dtype} targets for a loss on {output.dtype} outputs of the same layout; "
-                f"BCE and MSE need floating targets (torch raises on the dtype)"),
-                "pass targets.float()", {"dtype": str(targets.dtype)}, severity="warning")
-        return CheckItem("label dtype", PASS, summary)
+        fail = _failing("label dtype", summary, code="LABEL_DTYPE", location="data")
+        if not _class_layout(output, targets):
+            if targets.dtype.kind in "biu" and output.dtype.kind == "f":
+                return fail(
+                    message=f"{targets.dtype} targets for a loss on {output.dtype} outputs of the "
+                            f"same layout; BCE and MSE need floating targets (torch raises on "
+                            f"the dtype)",
+                    suggestion="pass targets.float()", evidence={"dtype": str(targets.dtype)},
+                    severity="warning")
+            return CheckItem("label dtype", PASS, summary)
+        classes = output.shape[1]
+        if targets.dtype.kind == "f":
+            return fail(
+                message=f"class labels are {targets.dtype} for an output of {classes} class "
+                        f"scores; cross-entropy needs int64 class indices (torch raises "
+                        f"'expected scalar type Long')",
+                suggestion="pass targets.long() (torch) or targets.astype(np.int64)",
+                evidence={"dtype": str(targets.dtype), "classes": classes})
+        if targets.dtype != np.int64:
+            return fail(
+                message=f"class labels are {targets.dtype}; cross-entropy needs int64 class "
+                        f"indices",
+                suggestion="convert with targets.long() (torch) or astype(np.int64)",
+                evidence={"dtype": str(targets.dtype), "classes": classes})
+        outside = (targets != IGNORE_INDEX) & ((targets < 0) | (targets >= classes))
+        if outside.any():
+            return fail(
+                message=f"{int(outside.sum())} labels lie outside [0, {classes}) (values "
+                        f"{targets.min()} to {targets.max()}); the output has {classes} classes",
+                suggestion="labels must be 0..C-1: shift 1-based labels down, or widen the "
+                           "last layer",
+                evidence={"outside": int(outside.sum()), "classes": classes,
+                          "min": targets.min(), "max": targets.max()})
+        return CheckItem("label dtype", PASS, summary + f", class indices in [0, {classes})")
 
     def _shapes(self):
         output, targets = self.output, self.backend.to_numpy(self.targets)
         summary = f"output {output.shape}, targets {targets.shape}"
         if _class_layout(output, targets) or output.shape == targets.shape:
             return CheckItem("shapes", PASS, summary)
+        fail = _failing("shapes", summary, code="SHAPE_BROADCAST", location="loss")
         try:
             joint = np.broadcast_shapes(output.shape, targets.shape)
         except ValueError:
-            return _failed("shapes", summary, "SHAPE_BROADCAST", (
-                f"output {output.shape} and targets {targets.shape} neither match nor are "
-                f"class indices for it"), "make the last layer's width match the targets",
-                {"output": output.shape, "targets": targets.shape})
-        return _failed("shapes", summary, "SHAPE_BROADCAST", (
-            f"output {output.shape} and targets {targets.shape} broadcast to {joint} in an "
-            f"elementwise loss: every output is compared with every target, and the loss "
-            f"cannot reach zero"),
-            "make them equal: output.squeeze(-1) or targets.unsqueeze(-1) (targets.view_as(output))",
-            {"output": output.shape, "targets": targets.shape, "broadcast": joint})
+            return fail(
+                message=f"output {output.shape} and targets {targets.shape} neither match nor "
+                        f"are class indices for it",
+                suggestion="make the last layer's width match the targets",
+                evidence={"output": output.shape, "targets": targets.shape})
+        return fail(
+            message=f"output {output.shape} and targets {targets.shape} broadcast to {joint} in "
+                    f"an elementwise loss: every output is compared with every target, and the "
+                    f"loss cannot reach zero",
+            suggestion="make them equal: output.squeeze(-1) or targets.unsqueeze(-1) "
+                       "(targets.view_as(output))",
+            evidence={"output": output.shape, "targets": targets.shape, "broadcast": joint})
 
     # ------------------------------------------------------------------ loss
     def _loss_at_init(self):
@@ -228,19 +237,21 @@ class _Checklist:
                                                 self.targets)
         except DiagnosticsError:
             raise
-        except Exception as error:
+        except Exception as error:  # the user's loss: report it, do not crash the checklist
             return CheckItem("loss at init", FAIL,
                              f"loss_fn raised {type(error).__name__}: {error}")
         self.loss = self.backend.scalar(loss)
         if not math.isfinite(self.loss):
-            return _failed("loss at init", f"loss {self.loss}", "NAN_LOSS",
-                           f"the loss at init is {self.loss}",
-                           "look for log(0), division by zero or overflow in forward or the "
-                           "loss; check the inputs for NaN/Inf", {"loss": self.loss})
-        classes = self.output.shape[1] if _class_layout(
-            self.output, self.backend.to_numpy(self.targets)) else None
+            return _failing("loss at init", f"loss {self.loss}", code="NAN_LOSS",
+                            location="loss")(
+                message=f"the loss at init is {self.loss}",
+                suggestion="look for log(0), division by zero or overflow in forward or the "
+                           "loss; check the inputs for NaN/Inf",
+                evidence={"loss": self.loss})
         if baseline is None:
             return CheckItem("loss at init", PASS, f"loss {self.loss:.4g}")
+        classes = self.output.shape[1] if _class_layout(
+            self.output, self.backend.to_numpy(self.targets)) else None
         reference = (f"-log(1/{classes}) = {baseline:.4g}" if classes
                      else f"{baseline:.4g} for an all-zero output")
         summary = f"loss {self.loss:.4g}, expected about {reference}"
@@ -248,12 +259,14 @@ class _Checklist:
                     and self.loss - baseline > INIT_LOSS_MARGIN)
         if not too_high:
             return CheckItem("loss at init", PASS, summary)
-        return _failed("loss at init", summary, "BAD_INIT_LOSS", (
-            f"the loss at init is {self.loss:.4g}, {self.loss / baseline:.1f} times the "
-            f"{reference} of an uninformative output: the initial outputs are confidently "
-            f"wrong"), "scale the last layer's weights down (e.g. by 0.01) and set its bias to "
+        return _failing("loss at init", summary, code="BAD_INIT_LOSS", location="loss")(
+            message=f"the loss at init is {self.loss:.4g}, {self.loss / baseline:.1f} times the "
+                    f"{reference} of an uninformative output: the initial outputs are "
+                    f"confidently wrong",
+            suggestion="scale the last layer's weights down (e.g. by 0.01) and set its bias to "
                        "0 (or to the log of the class frequencies); check the init scale",
-            {"loss": self.loss, "expected": baseline, "classes": classes}, severity="warning")
+            evidence={"loss": self.loss, "expected": baseline, "classes": classes},
+            severity="warning")
 
     # -------------------------------------------------------------- training
     def _overfit(self):
@@ -380,10 +393,12 @@ def _shapes(backend, inputs):
     return str(tuple(inputs.shape))
 
 
-def _failed(name, summary, code, message, suggestion, evidence, *, severity="error"):
-    return CheckItem(name, FAIL, summary,
-                     [Finding(code, severity, "data" if code == "LABEL_DTYPE" else "loss",
-                              message, suggestion, evidence)])
+def _failing(name, summary, *, code, location):
+    """A function that makes the FAIL item ``name`` with one ``code`` finding."""
+    def fail(*, message, suggestion, evidence, severity="error"):
+        finding = Finding(code, severity, location, message, suggestion, evidence)
+        return CheckItem(name, FAIL, summary, [finding])
+    return fail
 
 
 def _skipped(names, why):

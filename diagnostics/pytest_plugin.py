@@ -11,7 +11,7 @@
         gradhunt.assert_gradients_ok(make_model(), loss_fn, x[:4], y[:4])
 
 A failing assertion's message carries the tool's whole report. Each helper returns the report
-when it passes. The diagnostics are imported only when a helper runs.
+when it passes. Loading the plugin imports NumPy and the diagnostics, not torch.
 """
 import pytest
 

@@ -32,7 +32,7 @@ class LossCall:
 
 
 def prepare_call(backend, loss_fn, inputs, targets):
-    """Convert and check the batch for ``backend``'s framework; raise ``DiagnosticsError`` on misuse."""
+    """Convert and check the batch for ``backend``'s framework (``DiagnosticsError`` on misuse)."""
     require(callable(loss_fn), "loss_fn", "a callable loss_fn(output, targets)",
             type(loss_fn).__name__)
     loss_fn = _own_loss(backend, loss_fn)

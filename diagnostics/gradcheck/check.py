@@ -161,10 +161,8 @@ class _GradientCheck:
         if norm == 0.0:
             return None
         step = self.settings.eps * grad_output / norm
-        values = []
-        for sign in (1.0, -1.0):
-            self.evaluator.loss(point=point, delta=sign * step, capture=outputs[0])
-            values.append(self.evaluator.instrument.captured)
+        values = [self.evaluator.output_of(outputs[0], point=point, delta=sign * step)
+                  for sign in (1.0, -1.0)]
         if any(v is None for v in values):
             return None
         return (values[0] - values[1]) / (2 * self.settings.eps) * norm
@@ -278,8 +276,9 @@ def _unlocated_finding(check, faulty):
     return Finding(
         "GRADIENT_MISMATCH", "error", check.name,
         f"gradients of {', '.join(faulty)} disagree with finite differences (max relative "
-        f"error {check.max_rel_error:.2g}); no module boundary around them could be checked, "
-        f"so the module where they go wrong is not known.",
+        f"error {check.max_rel_error:.2g}); the module where they go wrong could not be "
+        f"pinned down (the gradients at the module boundaries around them could not be "
+        f"checked).",
         "check the backward of the modules that use these parameters",
         {"faulty": faulty, "check": check.to_dict()})
 

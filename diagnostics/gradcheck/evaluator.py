@@ -67,8 +67,13 @@ class Evaluator:
             if parameter is not None:
                 self.backend.write_parameter(parameter, self.parameters[parameter])
 
+    def output_of(self, capture, *, point, delta):
+        """The value of the point ``capture`` in a run with ``delta`` added to ``point``."""
+        self.loss(point=point, delta=delta, capture=capture)
+        return self.instrument.captured
+
     def check_deterministic(self, analytic_loss):
-        """The loss of a plain run; a ``DiagnosticsError`` when it differs from the recording run's."""
+        """The loss of a plain run; ``DiagnosticsError`` if it differs from the recording run's."""
         loss_0 = self.loss()
         bound = 4 * ROUNDING * max(abs(loss_0), abs(analytic_loss), 1e-300)
         if not abs(loss_0 - analytic_loss) <= bound:

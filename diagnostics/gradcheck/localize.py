@@ -6,7 +6,8 @@ born wrong between a wrong point and the next checked point that is right: in th
 module call whose span holds both. For ``'2' input`` (wrong) followed by ``'2' output``
 (right) that is module ``2``, on its input path; for ``'1.fc2' output`` followed by ``'1'
 output`` it is block ``1``'s own code between its sub-modules; when the model's output is
-wrong and only the loss follows, it is the loss. A parameter whose gradient is wrong while
+wrong and only the loss follows, it is the loss. Points that could not be checked are passed
+over, which widens the span to the module holding both ends. A parameter whose gradient is wrong while
 every output of its module is right is born wrong in that module, on that parameter's path.
 """
 from dataclasses import dataclass
@@ -57,16 +58,21 @@ def _siblings(a, b):
 
 
 def _birth_between(wrong, right, position):
-    right_stack = () if right is None else right.stack
+    """The birth between a wrong point and the next right one (None: only the loss follows)."""
+    if right is None:
+        if wrong.kind != INPUT and len(wrong.stack) == 1:
+            return Birth(LOSS, INPUT, wrong.key, None, position)  # the model's output is wrong
+        right_stack = wrong.stack[:1]   # the model's output is not known: somewhere after
+    else:
+        right_stack = right.stack
     common = 0
     while (common < min(len(wrong.stack), len(right_stack))
            and wrong.stack[common] == right_stack[common]):
         common += 1
-    if common == 0:
-        return Birth(LOSS, INPUT, wrong.key, None, position)
     module = wrong.stack[common - 1][0]
     own_input = wrong.kind == INPUT and wrong.stack[-1] == wrong.stack[common - 1]
-    return Birth(module, INPUT if own_input else INTERNAL, wrong.key, right.key, position)
+    return Birth(module, INPUT if own_input else INTERNAL, wrong.key,
+                 None if right is None else right.key, position)
 
 
 def _parameter_births(points, point_status, parameter_status):

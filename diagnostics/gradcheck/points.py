@@ -72,7 +72,8 @@ class Instrument:
 
     # ---------------------------------------------------------------- passes
     def start_pass(self, *, record=False, target=None, delta=None, capture=None):
-        """Set what the next forward pass does: record points, perturb ``target``, keep ``capture``."""
+        """Set what the next forward pass does: record points, perturb ``target``, or keep
+        the value of ``capture``."""
         self._mode = "record" if record else "run"
         self._target, self._delta, self._capture = target, delta, capture
         self._counts, self._stack = {}, []
@@ -157,10 +158,9 @@ class Instrument:
 
 
 def _tensor_items(values):
-    """``([(index, tensor)], rebuild)`` for a tensor or a flat tuple/list of them; ``(None, None)`` else.
-
-    Entries that are not tensors keep their place; ``rebuild`` makes a value of the same kind.
-    """
+    """``(items, rebuild)`` for a tensor or a flat tuple/list holding tensors, else ``(None,
+    None)``. ``items`` are ``(index, value)`` pairs; ``rebuild`` makes a value of the same kind
+    from the new values."""
     if isinstance(values, (tuple, list)) and type(values) in (tuple, list):
         kind = type(values)
         if not any(_is_tensor(v) for v in values):

@@ -77,7 +77,7 @@ class Elements:
                          for n, a in zip(self.numerical, self.analytical)])
 
     def worst(self):
-        """Position (into ``indices``) of the worst element, mismatched ones first; None if empty."""
+        """Position in ``indices`` of the worst element, mismatched ones first (None if empty)."""
         if len(self.indices) == 0:
             return None
         errors = self.relative_errors() + self.mismatched * 2.0  # mismatches rank above passes

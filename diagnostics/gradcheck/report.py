@@ -66,7 +66,9 @@ class Culprit:
     def where(self):
         if self.module == "loss":
             return "the loss"
-        return f"'{self.module}' ({self.module_type})" if self.module else f"the model ({self.module_type})"
+        if not self.module:
+            return f"the model ({self.module_type})"
+        return f"'{self.module}' ({self.module_type})"
 
     def to_dict(self):
         return to_jsonable({"module": self.module, "module_type": self.module_type,

@@ -1,4 +1,4 @@
-"""Planted wrong backwards on torch and minigrad: each is named as culprit, with its path and pattern."""
+"""Planted wrong backwards on torch and minigrad: each named as culprit, with path and pattern."""
 import json
 
 import numpy as np

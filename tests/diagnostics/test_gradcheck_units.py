@@ -186,6 +186,12 @@ def test_nested_module_and_glue_between_sub_modules():
     assert [(b.module, b.path) for b in locate(points, status, {})] == [("1", "internal")]
 
 
+def test_unknown_model_output_does_not_blame_the_loss():
+    points, status = _chain(["0", "1"], {("0", "output"), ("1", "input")})
+    status[points[-1].key] = status[points[-2].key] = "unchecked"
+    assert [(b.module, b.path) for b in locate(points, status, {})] == [("", "internal")]
+
+
 def test_sibling_outputs_are_not_a_birth():
     stack = (("", 0), ("pair", 0))
     first = Point("pair", 0, "output", 0, (2,), stack, tensors=2)

@@ -45,7 +45,7 @@ class Setup:
 SETUPS = {
     "mixed_mlp": Setup("mixed_mlp", "blobs", "cross_entropy"),
     "mlp": Setup("mlp", "blobs", "cross_entropy"),
-    "confident_mlp": Setup("mlp", "blobs", "cross_entropy", Loop(lr=1e-3), logit_rms=150.0),
+    "confident_mlp": Setup("mlp", "blobs", "cross_entropy", Loop(lr=1e-3), logit_rms=60.0),
     "regressor": Setup("regressor", "regression", "mse"),
     "cnn": Setup("cnn", "images", "cross_entropy"),
     "layer_norm_net": Setup("layer_norm_net", "blobs", "cross_entropy"),

@@ -100,7 +100,9 @@ def _planted(bench, module, op, wrong, torch_function, torch_forward, *, scoped=
             from . import torch_functions
 
             function = getattr(torch_functions, torch_function)
-            stack.enter_context(swapped_forward(target, torch_forward(function)))
+            forward = torch_forward(function)
+            forward.__qualname__ = f"forward calling {torch_function}.apply"
+            stack.enter_context(swapped_forward(target, forward))
         yield
 
 

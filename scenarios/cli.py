@@ -2,11 +2,12 @@
 import argparse
 import sys
 
+from bug_injection import cli as bug_injection_cli
 from diagnostics import cli as diagnostics_cli
 
 from . import commands as scenario_commands
 
-DEFAULT_COMMAND = "compare"
+DEFAULT_COMMAND = "hunt"
 
 
 def build_parser():
@@ -14,6 +15,7 @@ def build_parser():
         prog="gradhunt",
         description="Find the bugs in neural-network code that never raise an error.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    bug_injection_cli.add_commands(subparsers)
     diagnostics_cli.add_commands(subparsers)
     scenario_commands.add_commands(subparsers)
     return parser

@@ -77,18 +77,11 @@ class Bench:
     @property
     def framework(self):
         """``minigrad`` or ``torch`` (the module)."""
-        if self.backend == "minigrad":
-            return minigrad
-        import torch
-
-        return torch
+        return _framework(self.backend)
 
     def tensor(self, array):
         """``array`` as a tensor of the bench's framework (dtype kept)."""
-        array = np.ascontiguousarray(array)
-        if self.backend == "minigrad":
-            return minigrad.tensor(array)
-        return self.framework.from_numpy(array.copy())
+        return _to_tensor(self.backend, array)
 
     def array(self, tensor):
         """A NumPy copy of a tensor (a parameter, a batch) of the bench's framework."""
@@ -122,16 +115,17 @@ def make_bench(setup, backend, *, seed=0):
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
     recipe = SETUPS[setup]
+    framework = _framework(backend)
     model = reference_model(recipe.architecture, backend, seed=seed)
     data = getattr(datasets, recipe.data)(seed=seed)
-    bench = Bench(setup=setup, backend=backend, model=model, loss_fn=None, optimizer=None,
-                  train_x=None, train_y=None, test_x=None, test_y=None, loop=recipe.loop)
-    for field in ("train_x", "train_y", "test_x", "test_y"):
-        setattr(bench, field, bench.tensor(getattr(data, field)))
-    bench.loss_fn = _loss_module(bench.framework.nn, recipe.loss)
+    bench = Bench(setup=setup, backend=backend, model=model,
+                  loss_fn=_loss_module(framework.nn, recipe.loss),
+                  optimizer=framework.optim.SGD(list(model.parameters()), lr=recipe.loop.lr),
+                  loop=recipe.loop, train_x=_to_tensor(backend, data.train_x),
+                  train_y=_to_tensor(backend, data.train_y),
+                  test_x=_to_tensor(backend, data.test_x), test_y=_to_tensor(backend, data.test_y))
     if recipe.logit_rms is not None:
         _scale_last_layer(bench, recipe.logit_rms)
-    bench.optimizer = bench.sgd(model.parameters(), lr=recipe.loop.lr)
     return bench
 
 
@@ -148,6 +142,21 @@ def _scale_last_layer(bench, logit_rms):
     for name in last:
         param = bench.parameter(name)
         bench.write(param, bench.array(param) * factor)
+
+
+def _framework(backend):
+    if backend == "minigrad":
+        return minigrad
+    import torch
+
+    return torch
+
+
+def _to_tensor(backend, array):
+    array = np.ascontiguousarray(array)
+    if backend == "minigrad":
+        return minigrad.tensor(array)
+    return _framework(backend).from_numpy(array.copy())
 
 
 def _loss_module(nn, loss):

@@ -21,7 +21,7 @@ class DataSet:
 
 
 def blobs(*, seed=0, train=128, test=64):
-    """``CLASSES`` Gaussian clusters in ``FEATURES`` dimensions, standardized on the training set."""
+    """``CLASSES`` Gaussian clusters in ``FEATURES`` dimensions, standardized on the train set."""
     rng = np.random.default_rng(seed)
     centers = rng.normal(0.0, 1.5, (CLASSES, FEATURES))
     labels = _balanced_labels(rng, train + test)

@@ -165,7 +165,8 @@ def _run(name, kind, bench, probe, expected, diagnose):
 
 
 def judge(bug, diagnosis):
-    """``(verdict, where it points, the finding)``: the first finding with an expected code decides."""
+    """``(verdict, where it points, the finding)``; the first finding with an expected code
+    decides."""
     hit = next((f for f in diagnosis.findings if f.code in bug.codes), None)
     if hit is None:
         return MISSED, "-", None

@@ -1,4 +1,4 @@
-"""Buggy ``torch.autograd.Function``s: torch's own forward, a hand-written backward with one mistake.
+"""Buggy ``torch.autograd.Function``s: torch's forward, a hand-written backward with one mistake.
 
 A gradient bug is planted in a torch model by swapping the target module's forward for one of
 these (see ``gradient.py``). Each class is one bug: the forward is torch's, and the backward is

@@ -110,7 +110,7 @@ def hunt(*, bugs=None, backends=BACKENDS, controls=True, progress=None):
                  for backend in backends]
     start = time.perf_counter()
     outcomes = []
-    with _single_threaded_torch(backends):
+    with single_threaded_torch(backends):
         for job, subject, setup, backend in jobs:
             outcomes.append(job(subject, make_bench(setup, backend)))
             if progress is not None:
@@ -183,7 +183,7 @@ def judge(bug, diagnosis):
 
 
 @contextlib.contextmanager
-def _single_threaded_torch(backends):
+def single_threaded_torch(backends):
     """One torch thread while the hunt runs (its models are tiny), the old count afterwards."""
     if "torch" not in backends:
         yield

@@ -3,7 +3,7 @@ points, whether that is the ground truth, and that nothing stayed patched."""
 from dataclasses import dataclass
 
 from .bench import make_bench
-from .hunt import run_bug
+from .hunt import run_bug, single_threaded_torch
 from .state import changes, snapshot
 
 
@@ -24,7 +24,8 @@ def inject(bug, backend, *, seed=0):
     with bug.planted(bench):
         planted = changes(before, snapshot(bench))
     reverted = not changes(before, snapshot(bench))
-    outcome = run_bug(bug, bench)
+    with single_threaded_torch((backend,)):
+        outcome = run_bug(bug, bench)
     leftovers = changes(before, snapshot(bench), values=False)
     return Injection(bug, bench, planted, reverted, outcome, leftovers)
 

@@ -59,7 +59,7 @@ class _GradientCheck:
         self.targets.update({p.key: Target(p.label, analytic.point_gradients[p.key], point=p)
                              for p in self.points})
         self.probings, self.elements, self.patterns = {}, {}, {}
-        self.supports = {}   # point key -> flat indices probed instead of all (see _check_point)
+        self.supports = {}   # point key -> flat indices probed instead of all (_smooth_support)
         for name in analytic.parameters:
             self._check_parameter(name)
         for point in self.points:
@@ -81,18 +81,18 @@ class _GradientCheck:
             return
         probing = self.prober.probe(target)
         if probing.status == UNCHECKED:
-            probing.slopes.extend(self.prober.probe_chunks(target).slopes)
+            probing.extend(self.prober.probe_chunks(target))
         self.probings[name] = probing
 
     def _check_point(self, point, value):
-        """Random directions; where all land on kinks, directions that leave the exact zeros
-        alone (ReLU outputs at 0 tie in max-pool windows, abs and ReLU bend at 0)."""
-        target = self.targets[point.key]
-        probing = self.prober.probe(target)
-        nonzero = np.flatnonzero(value)
-        if probing.status == UNCHECKED and 0 < len(nonzero) < value.size:
-            probing.slopes.extend(self.prober.probe(target, support=nonzero).slopes)
-            self.supports[point.key] = nonzero
+        """Random directions over the elements away from kinks (see ``_smooth_support``);
+        where those still land on kinks, one round per chunk."""
+        target, support = self.targets[point.key], _smooth_support(value)
+        if support is not None:
+            self.supports[point.key] = support
+        probing = self.prober.probe(target, support=support)
+        if probing.status == UNCHECKED:
+            probing.extend(self.prober.probe_chunks(target, support))
         self.probings[point.key] = probing
 
     def _status(self, key):
@@ -231,6 +231,18 @@ class _GradientCheck:
         if name == LOSS:
             return "loss"
         return type(self.backend.module(name)).__name__
+
+
+def _smooth_support(value):
+    """Flat indices of ``value`` that are neither exactly zero nor exactly equal to another
+    element: exact zeros are where ReLU and abs bend, exact ties where max-pool switches (the
+    zeros of a ReLU tie in its pooling windows). None when that is every element, or none."""
+    flat = value.reshape(-1)
+    values, inverse, counts = np.unique(flat, return_inverse=True, return_counts=True)
+    keep = (flat != 0) & (counts[inverse.reshape(-1)] == 1)
+    if keep.all() or not keep.any():
+        return None
+    return np.flatnonzero(keep)
 
 
 def _exact_slope(numerical):

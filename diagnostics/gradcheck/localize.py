@@ -6,9 +6,10 @@ born wrong between a wrong point and the next checked point that is right: in th
 module call whose span holds both. For ``'2' input`` (wrong) followed by ``'2' output``
 (right) that is module ``2``, on its input path; for ``'1.fc2' output`` followed by ``'1'
 output`` it is block ``1``'s own code between its sub-modules; when the model's output is
-wrong and only the loss follows, it is the loss. Points that could not be checked are passed
-over, which widens the span to the module holding both ends. A parameter whose gradient is wrong while
-every output of its module is right is born wrong in that module, on that parameter's path.
+wrong and only the loss follows, it is the loss. Points that could not be checked are
+passed over, which widens the span to the module holding both ends. A parameter whose
+gradient is wrong while every output of its module is right is born wrong in that module, on
+that parameter's path.
 """
 from dataclasses import dataclass
 

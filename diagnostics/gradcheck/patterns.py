@@ -175,7 +175,7 @@ def _format_factor(factor):
     text = f"{factor:.4g}"
     inverse = 1.0 / factor if factor else 0.0
     whole = round(inverse)
-    if abs(inverse) >= 2 and abs(inverse - whole) <= RTOL * abs(inverse):
+    if abs(whole) >= 2 and abs(inverse - whole) <= RTOL * abs(inverse):
         text += f" = 1/{whole}"
     return text
 

@@ -14,6 +14,7 @@ import numpy as np
 from .kinks import Tolerance, estimate_slope, relative_error
 
 KINK_RETRIES = 3    # extra directions a tensor may use when probes land on kinks
+CONFIRM = 2         # directions that must show a mismatch before a tensor is called wrong
 CHUNKS = 8          # pieces a failing region is cut into when narrowing it down
 REFINE_ABOVE = 4    # narrow down while the failing region holds more than this x max_elements
 
@@ -32,15 +33,37 @@ class Target:
         return self.analytic.shape
 
 
-@dataclass
-class Probing:
-    """The directional derivatives measured on one target."""
+@dataclass(frozen=True)
+class Round:
+    """Directional derivatives on one support. With ``confirm``, a mismatch counts only when
+    no direction of the round landed on a kink: at a kink sitting exactly at the point, the
+    kink test can miss (the one-sided slopes of several kinks may cancel), so a round that
+    shows kinks at all cannot be trusted to show a wrong gradient."""
 
-    slopes: list = field(default_factory=list)
+    slopes: tuple
+    confirm: bool = True
 
     @property
     def status(self):
-        statuses = {s.status for s in self.slopes}
+        statuses = [s.status for s in self.slopes]
+        if "mismatch" in statuses and not (self.confirm and "kink" in statuses):
+            return "mismatch"
+        return "ok" if "ok" in statuses and "mismatch" not in statuses else "unchecked"
+
+
+@dataclass
+class Probing:
+    """The directional derivatives measured on one target, in rounds (supports)."""
+
+    rounds: list = field(default_factory=list)
+
+    @property
+    def slopes(self):
+        return [s for r in self.rounds for s in r.slopes]
+
+    @property
+    def status(self):
+        statuses = {r.status for r in self.rounds}
         if "mismatch" in statuses:
             return "mismatch"
         return "ok" if "ok" in statuses else "unchecked"
@@ -52,6 +75,9 @@ class Probing:
     @property
     def kinks(self):
         return sum(s.status == "kink" for s in self.slopes)
+
+    def extend(self, other):
+        self.rounds.extend(other.rounds)
 
     def worst(self):
         """The slope with the largest relative error (None when every probe hit a kink)."""
@@ -99,29 +125,34 @@ class Prober:
         return estimate_slope(loss_at, self.loss_0, step=self.settings.eps,
                               tolerance=self.tolerance, analytic=analytic, confirm=confirm)
 
-    def probe(self, target, *, support=None, probes=None):
+    def probe(self, target, *, support=None, probes=None, confirm=True):
         """Up to ``probes`` random directions (on ``support``, flat indices, when given).
 
-        Stops at the first mismatch; a direction that lands on a kink is replaced by a new one,
-        at most ``KINK_RETRIES`` times.
+        A direction that lands on a kink is replaced by a new one, at most ``KINK_RETRIES``
+        times. With ``confirm``, a mismatch must show in ``CONFIRM`` directions, and a kink
+        in the same round voids it (see ``Round``); without, one mismatch ends the round.
         """
         wanted = self.settings.probes if probes is None else probes
-        result = Probing()
+        needed = CONFIRM if confirm else 1
+        slopes = []
         for _ in range(wanted + KINK_RETRIES):
             direction = self._direction(target.shape, support)
             analytic = float(np.vdot(target.analytic, direction))
-            result.slopes.append(self.slope(target, direction, analytic))
-            if result.status == "mismatch" or result.directions >= wanted:
+            slopes.append(self.slope(target, direction, analytic))
+            statuses = [s.status for s in slopes]
+            mismatches, kinks = statuses.count("mismatch"), statuses.count("kink")
+            if (mismatches >= needed or (mismatches == 0 and len(slopes) - kinks >= wanted)
+                    or (confirm and mismatches and kinks)):
                 break
-        return result
+        return Probing([Round(tuple(slopes), confirm)])
 
-    def probe_chunks(self, target):
-        """One direction on each of ``CHUNKS`` pieces: a tensor whose whole-tensor probes all
+    def probe_chunks(self, target, support=None):
+        """One round on each of ``CHUNKS`` pieces (of ``support``): a tensor whose probes
         landed on kinks may still have pieces that can be checked."""
         result = Probing()
-        for piece in np.array_split(np.arange(target.analytic.size), CHUNKS):
-            if len(piece):
-                result.slopes.extend(self.probe(target, support=piece, probes=1).slopes)
+        indices = np.arange(target.analytic.size) if support is None else np.asarray(support)
+        for piece in np.array_split(indices, min(CHUNKS, len(indices))):
+            result.extend(self.probe(target, support=piece, probes=1))
         return result
 
     def elements(self, target, indices, *, confirm=True):
@@ -153,7 +184,8 @@ class Prober:
         while sum(len(r) for r in regions) > REFINE_ABOVE * cap:
             pieces = [p for region in regions
                       for p in np.array_split(region, min(CHUNKS, len(region)))]
-            verdicts = [self.probe(target, support=p, probes=1).status for p in pieces]
+            verdicts = [self.probe(target, support=p, probes=1, confirm=False).status
+                        for p in pieces]
             failing = ([p for p, v in zip(pieces, verdicts) if v == "mismatch"]
                        or [p for p, v in zip(pieces, verdicts) if v == "unchecked"])
             if not failing:

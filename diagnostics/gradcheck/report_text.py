@@ -47,6 +47,8 @@ def _cause_lines(cause):
     if cause.pattern is not None:
         rows.append(("pattern", str(cause.pattern)))
     evidence = f"wrong at {check.name}"
+    if cause.module == "loss":
+        evidence += ", the first gradient of the backward pass"
     if cause.right:
         evidence += f", right at {cause.right}"
     rows.append(("evidence", evidence))

@@ -8,7 +8,7 @@ _PATHS = {"input": "input path", "internal": "own code between its sub-modules"}
 def render(report):
     lines = [_headline(report), _subline(report)]
     for cause in report.causes:
-        lines += [""] + _cause_lines(cause)
+        lines += [""] + _cause_lines(cause, report.points)
     lines += [""] + _table(report)
     lines += [f"note: {note}" for note in report.notes]
     return "\n".join(lines)
@@ -41,11 +41,14 @@ def _place(cause):
     return f"{cause.where}, {_PATHS.get(cause.path, cause.path + ' path')}"
 
 
-def _cause_lines(cause):
+def _cause_lines(cause, points):
     check = cause.check
     rows = [("culprit", _place(cause))]
     if cause.pattern is not None:
         rows.append(("pattern", str(cause.pattern)))
+    trail = _trail(check, points)
+    if trail:
+        rows.append(("backward", trail))
     evidence = f"wrong at {check.name}"
     if cause.module == "loss":
         evidence += ", the first gradient of the backward pass"
@@ -64,6 +67,19 @@ def _cause_lines(cause):
         rows.append(("look for", cause.pattern.hint))
     width = max(len(label) for label, _ in rows) + 2
     return [f"{label:<{width}}{text}" for label, text in rows]
+
+
+def _trail(check, points, *, before=3, after=2):
+    """The gradients at module boundaries around a wrong point, in backward order."""
+    names = [p.name for p in points]
+    if check.name not in names:
+        return ""
+    at = names.index(check.name)
+    shown = points[max(at - after, 0):at + before + 1][::-1]
+    steps = [f"{p.name} {'WRONG' if p.status == 'mismatch' else p.status}" for p in shown]
+    head = "... > " if at + before + 1 < len(points) else ""
+    tail = " > ..." if at - after > 0 else ""
+    return head + " > ".join(steps) + tail
 
 
 def _table(report):

@@ -106,3 +106,30 @@ def test_evaluations_grow_with_tensors_not_with_elements():
         counts.append(report.forward_evaluations)
     assert counts[1] <= counts[0] + 8
     assert counts[1] < 2 * (64 * 64 + 64)
+
+
+def test_two_inputs_integer_inputs_and_a_tuple_output():
+    class TwoHeads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(10, 4)
+            self.fc = torch.nn.Linear(4 + 3, 5)
+            self.head = torch.nn.Linear(5, 2)
+
+        def forward(self, tokens, features):
+            hidden = torch.tanh(self.fc(torch.cat([self.embed(tokens), features], dim=1)))
+            return self.head(hidden), hidden
+
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    tokens, features = rng.integers(0, 10, 6), rng.standard_normal((6, 3))
+    labels = rng.integers(0, 2, 6)
+
+    def loss(outputs, targets):
+        logits, hidden = outputs
+        return torch.nn.functional.cross_entropy(logits, targets) + 0.1 * (hidden ** 2).mean()
+
+    report = check_gradients(TwoHeads(), loss, (tokens, features), labels)
+    assert report.passed, str(report)
+    assert {"embed.weight", "fc.weight", "head.bias"} <= set(report.parameters)
+    assert any(p.name == "model output 1" for p in report.points)

@@ -19,7 +19,7 @@ from .models import BACKENDS, reference_model
 class Loop:
     """The reference training loop's settings; a training-loop bug changes one of them."""
 
-    steps: int = 60
+    steps: int = 100
     batch_size: int = 16
     lr: float = 0.1
     zero_grad: bool = True    # optimizer.zero_grad() before every backward

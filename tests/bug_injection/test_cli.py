@@ -31,6 +31,14 @@ def test_hunt_table_and_backend_option(capsys):
     assert code == 0
 
 
+def test_hunt_shows_progress_on_a_terminal(capsys, monkeypatch):
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    assert cli.main(["hunt", "--bug", "nonfinite_rows", "--backend", "minigrad"]) == 0
+    err = capsys.readouterr().err
+    assert "\r[  1/2] nonfinite_rows on minigrad: found" in err
+    assert "\r[  2/2] healthy mlp (validate_data) on minigrad: clean" in err
+
+
 def test_hunt_exits_nonzero_when_a_bug_is_missed(capsys, monkeypatch):
     def blind(bench):
         return diagnose.Diagnosis("validate_data", [], None)

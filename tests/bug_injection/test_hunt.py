@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from bug_injection import catalog, get_bug, make_bench
-from bug_injection.hunt import (FOUND, MISPLACED, MISSED, hunt, judge, run_bug,
+from bug_injection.hunt import (CLEAN, FOUND, MISPLACED, MISSED, hunt, judge, run_bug,
                                 single_threaded_torch)
 from bug_injection.diagnose import Diagnosis
 from bug_injection.models import BACKENDS
@@ -40,7 +40,7 @@ def test_healthy_control_is_clean(result, control):
     probe, setup, backend = control
     [outcome] = [o for o in result.controls if o.probe == probe and o.setup == setup
                  and o.backend == backend]
-    assert outcome.ok, (outcome.verdict, outcome.code, outcome.found, outcome.message)
+    assert outcome.verdict == CLEAN, (outcome.code, outcome.found, outcome.message)
 
 
 def test_hunt_covers_catalogue_and_controls_and_is_json_ready(result):

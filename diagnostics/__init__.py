@@ -2,4 +2,5 @@
 from .errors import DiagnosticsError
 from .findings import Finding
 from .gradcheck import GradientReport, check_gradients, compare_gradients
+from .monitor import Monitor, MonitorReport
 from .tools import find_lr, overfit_one_batch, preflight, revive_dead_units, validate_data

@@ -31,6 +31,7 @@ class Backend(ABC):
     """One framework's implementation of the operations the diagnostics use."""
 
     name = "abstract"
+    UPDATE_SAMPLE = 65536  # entries per parameter that update sizes are measured on
 
     def __init__(self, model):
         self.model = model
@@ -130,11 +131,11 @@ class Backend(ABC):
     # of their results to the host in one transfer (one synchronisation).
     @abstractmethod
     def activation_statistics(self, tensor, *, saturation=None):
-        """``(sum, sum of squares, nonzero count, saturated count, unit max, unit min)``.
+        """``(sum, sum of squares, nonzero count, unit max, unit min)``, and the saturated count
+        when ``saturation=(center, radius)`` is given (elements with |x - center| > radius).
 
         Units lie on axis 1 (features of (N, F), channels of (N, C, ...)); a 0-d or 1-d
-        tensor is one unit. ``saturation=(center, radius)`` counts |x - center| > radius;
-        without it the saturated count is 0.
+        tensor is one unit. None for an empty or non-floating tensor.
         """
 
     @abstractmethod
@@ -142,16 +143,26 @@ class Backend(ABC):
         """``(sum of squares, sum of |g|, max |g|)``."""
 
     @abstractmethod
+    def weight_sample(self, param, *, into=None):
+        """A copy of at most ``UPDATE_SAMPLE`` evenly strided entries of ``param`` (all of
+        them when it is smaller), written into ``into`` when it fits."""
+
+    @abstractmethod
     def update_statistics(self, param, before):
-        """``(|param - before|^2, |param|^2)``; ``before`` (a copy of ours) may be overwritten."""
+        """``(|w - before|^2, |w|^2)`` over the entries ``weight_sample`` took, ``w`` being
+        ``param`` now; ``before`` (ours) may be overwritten."""
 
     @abstractmethod
     def gather(self, results):
-        """The results of the methods above, flattened into one float64 NumPy vector."""
+        """The results of the methods above brought to the host in one transfer, in order:
+        a float for each 0-d result, a flat float64 NumPy array for each other."""
 
     def copy_tensor(self, tensor):
-        """An independent detached copy, same dtype and device."""
+        """A detached copy of ``tensor``, same dtype and device."""
         return self._copy_tensor(tensor)
+
+    def release_scratch(self):
+        """Free buffers kept for statistics."""
 
     @abstractmethod
     def graph_buffers_alive(self, tensor):

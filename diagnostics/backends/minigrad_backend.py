@@ -59,15 +59,17 @@ class MinigradBackend(Backend):
         if x.size == 0 or not np.issubdtype(x.dtype, np.floating):
             return None
         flat = x.reshape(-1)
-        saturated = np.float64(0 if saturation is None else np.count_nonzero(
-            np.abs(flat - saturation[0]) > saturation[1]))
         if x.ndim < 2:
-            unit_max, unit_min = flat.max(), flat.min()
+            unit_max, unit_min = flat.max(keepdims=True), flat.min(keepdims=True)
         else:
             axes = (0,) + tuple(range(2, x.ndim))
             unit_max, unit_min = x.max(axis=axes), x.min(axis=axes)
-        return (flat.sum(), np.dot(flat, flat), np.float64(np.count_nonzero(flat)), saturated,
-                unit_max, unit_min)
+        stats = (flat.sum(), np.dot(flat, flat), np.float64(np.count_nonzero(flat)), unit_max,
+                 unit_min)
+        if saturation is None:
+            return stats
+        center, radius = saturation
+        return stats + (np.float64(np.count_nonzero(np.abs(flat - center) > radius)),)
 
     def gradient_statistics(self, grad):
         flat = np.asarray(getattr(grad, "data", grad)).reshape(-1)
@@ -76,10 +78,22 @@ class MinigradBackend(Backend):
         magnitude = np.abs(flat)
         return (np.dot(flat, flat), magnitude.sum(), magnitude.max())
 
+    def weight_sample(self, param, *, into=None):
+        entries = self._strided(param)
+        if into is not None and into.shape == entries.shape and into.dtype == entries.dtype:
+            into[...] = entries
+            return into
+        return entries.copy()
+
     def update_statistics(self, param, before):
-        now = param.data.reshape(-1)
-        delta = before.reshape(-1) - now
+        now = self._strided(param)
+        delta = before - now
         return (np.dot(delta, delta), np.dot(now, now))
+
+    def _strided(self, param):
+        flat = param.data.reshape(-1)
+        stride = -(-flat.size // self.UPDATE_SAMPLE)
+        return flat[::stride] if stride > 1 else flat
 
     def graph_buffers_alive(self, tensor):
         stack, visited = [getattr(tensor, "grad_fn", None)], 0
@@ -96,9 +110,9 @@ class MinigradBackend(Backend):
         return None
 
     def gather(self, results):
-        if not results:
-            return np.zeros(0)
-        return np.concatenate([np.asarray(r, dtype=np.float64).reshape(-1) for r in results])
+        arrays = [np.asarray(r.data if isinstance(r, Tensor) else r, dtype=np.float64)
+                  for r in results]
+        return [float(a) if a.ndim == 0 else a.reshape(-1) for a in arrays]
 
     # ------------------------------------------------------------------ state
     def _copy_tensor(self, tensor):

@@ -24,6 +24,7 @@ class TorchBackend(Backend):
         import torch
 
         self.torch = torch
+        self._scratch_buffers = {}
         super().__init__(model)
 
     @staticmethod
@@ -73,43 +74,80 @@ class TorchBackend(Backend):
 
     # ------------------------------------------------------------- statistics
     def activation_statistics(self, tensor, *, saturation=None):
+        torch = self.torch
         x = tensor.detach()
         if x.numel() == 0 or not x.is_floating_point():
             return None
         x = self._reducible(x)
         flat = x.reshape(-1)
-        if saturation is None:
-            saturated = flat.new_zeros(())
-        else:
-            center, radius = saturation
-            saturated = (flat - center).abs_().sub_(radius).clamp_(min=0).sign_().sum()
         if x.dim() < 2:
-            unit_max, unit_min = flat.amax(), flat.amin()
+            unit_max, unit_min = flat.amax().reshape(1), flat.amin().reshape(1)
         else:
-            dims = (0,) + tuple(range(2, x.dim()))
+            dims = 0 if x.dim() == 2 else (0,) + tuple(range(2, x.dim()))
             unit_max, unit_min = x.amax(dim=dims), x.amin(dim=dims)
-        nonzero = flat.sign().abs_().sum()
-        return (flat.sum(), self.torch.dot(flat, flat), nonzero, saturated, unit_max, unit_min)
+        scratch = self._scratch(flat)
+        nonzero = torch.sign(flat, out=scratch).abs_().sum()
+        stats = (flat.sum(), torch.dot(flat, flat), nonzero, unit_max, unit_min)
+        if saturation is None:
+            return stats
+        center, radius = saturation
+        saturated = torch.sub(flat, center, out=scratch).abs_().sub_(radius).clamp_(min=0)
+        return stats + (saturated.sign_().sum(),)
 
     def gradient_statistics(self, grad):
         flat = self._reducible(grad.detach()).reshape(-1)
         if flat.numel() == 0:
             return (flat.new_zeros(()),) * 3
-        magnitude = flat.abs()
+        magnitude = self.torch.abs(flat, out=self._scratch(flat))
         return (self.torch.dot(flat, flat), magnitude.sum(), magnitude.amax())
 
+    def weight_sample(self, param, *, into=None):
+        entries = self._strided(param)
+        fits = (into is not None and into.shape == entries.shape and into.dtype == entries.dtype
+                and into.device == entries.device)
+        return into.copy_(entries) if fits else entries.clone()
+
     def update_statistics(self, param, before):
-        now = self._reducible(param.detach()).reshape(-1)
-        delta = self._reducible(before).reshape(-1).sub_(now)
+        now = self._reducible(self._strided(param))
+        delta = self._reducible(before).sub_(now)
         return (self.torch.dot(delta, delta), self.torch.dot(now, now))
+
+    def _strided(self, param):
+        flat = param.detach().reshape(-1)
+        stride = -(-flat.numel() // self.UPDATE_SAMPLE)
+        return flat[::stride] if stride > 1 else flat
 
     def gather(self, results):
         if not results:
-            return np.zeros(0)
-        device = results[0].device
-        flat = [t.reshape(-1) if t.device == device else t.reshape(-1).to(device)
-                for t in results]
-        return self.torch.cat(flat).to(self.torch.float64).cpu().numpy()
+            return []
+        torch, device = self.torch, results[0].device
+        results = [t if t.device == device else t.to(device) for t in results]
+        scalars = [i for i, t in enumerate(results) if t.dim() == 0]
+        vectors = [i for i, t in enumerate(results) if t.dim() != 0]
+        parts = [torch.stack([results[i] for i in scalars])] if scalars else []
+        parts += [results[i].reshape(-1) for i in vectors]
+        flat = torch.cat(parts).to(torch.float64).cpu().numpy()   # the one synchronisation
+        arrays = [None] * len(results)
+        for index, value in zip(scalars, flat[:len(scalars)].tolist()):
+            arrays[index] = value
+        offset = len(scalars)
+        for index in vectors:
+            size = results[index].numel()
+            arrays[index] = flat[offset:offset + size]
+            offset += size
+        return arrays
+
+    def release_scratch(self):
+        self._scratch_buffers = {}
+
+    def _scratch(self, like):
+        """A reusable buffer for elementwise temporaries (no allocation per statistic)."""
+        key = (like.dtype, like.device)
+        buffer = self._scratch_buffers.get(key)
+        if buffer is None or buffer.numel() < like.numel():
+            buffer = self._scratch_buffers[key] = self.torch.empty(like.numel(), dtype=like.dtype,
+                                                     device=like.device)
+        return buffer[:like.numel()]
 
     def graph_buffers_alive(self, tensor):
         stack, visited = [getattr(tensor, "grad_fn", None)], 0

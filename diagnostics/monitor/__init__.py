@@ -1,0 +1,7 @@
+"""Training-time monitoring: statistics, loss health and findings for torch and minigrad loops."""
+from .monitor import Monitor
+from .report import LayerSummary, MonitorReport, ParameterSummary
+from .settings import DEFAULT_EVERY, DEFAULT_WINDOW, Thresholds
+
+__all__ = ["Monitor", "MonitorReport", "LayerSummary", "ParameterSummary", "Thresholds",
+           "DEFAULT_EVERY", "DEFAULT_WINDOW"]

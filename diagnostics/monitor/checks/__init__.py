@@ -1,0 +1,22 @@
+"""The Monitor's checks, one family per file; each check reads a ``WindowView`` and returns findings.
+
+``URGENT`` checks are cheap and run on every sampled step (NaN loss, stale or exploding
+gradients: the alerts that should not wait); the others run at most every ``FULL_CHECK_STEPS``
+steps and on every ``report()``.
+"""
+from . import activations, gradients, graph, inputs, loss, modes, updates
+
+FULL_CHECK_STEPS = 10
+
+URGENT = (loss.nan_loss, gradients.stale_gradients, gradients.exploding_gradients)
+
+CHECKS = (loss.CHECKS + gradients.CHECKS + updates.CHECKS + activations.CHECKS + inputs.CHECKS
+          + modes.CHECKS + graph.CHECKS)
+
+
+def run_checks(view, *, urgent_only=False):
+    """The findings of every check (or of the urgent ones) for ``view``."""
+    return [finding for check in (URGENT if urgent_only else CHECKS) for finding in check(view)]
+
+
+__all__ = ["CHECKS", "URGENT", "FULL_CHECK_STEPS", "run_checks"]

@@ -1,0 +1,116 @@
+"""Activation health: dead ReLU units, saturated sigmoid/tanh, exploding and collapsed outputs."""
+import numpy as np
+
+from ...findings import Finding
+from ..kinds import EMBEDDING, RECTIFIER, SATURATION
+from ..layout import display_name
+from .advice import lower_learning_rate
+
+
+def dead_units(view):
+    findings = []
+    thresholds = view.thresholds
+    for layer in view.layout.layers:
+        if layer.kind != RECTIFIER:
+            continue
+        dead = view.dead_units(layer.name)
+        if dead is None or dead.mean() < thresholds.dead_fraction:
+            continue
+        records = view.activations(layer.name)
+        fraction = float(dead.mean())
+        examples = sum(r.examples for r in records)
+        zeros = float(np.mean([r.zero_fraction for r in records]))
+        severity = "error" if fraction > thresholds.dead_fraction_error else "warning"
+        findings.append(Finding(
+            "DEAD_UNITS", severity, layer.name,
+            f"{int(dead.sum())} of {dead.size} units ({fraction:.0%}) of "
+            f"{display_name(layer.name)} ({layer.type_name}) gave 0 on every one of {examples} "
+            f"values in the last {len(records)} sampled steps (a healthy ReLU layer has about "
+            f"half its outputs at 0, but each unit fires on some inputs)",
+            f"LeakyReLU(0.01) instead of ReLU; He (Kaiming) init, biases at 0 rather than "
+            f"negative; {lower_learning_rate(view)}; BatchNorm/LayerNorm before the ReLU",
+            {"dead_units": int(dead.sum()), "units": int(dead.size), "dead_fraction": fraction,
+             "zero_fraction": zeros, "values_per_unit": examples,
+             "dead_indices": np.flatnonzero(dead)[:20].tolist()}))
+    return findings
+
+
+def saturated_activations(view):
+    findings = []
+    for layer in view.layout.layers:
+        if layer.kind not in SATURATION:
+            continue
+        records = view.activations(layer.name)
+        if not records:
+            continue
+        fraction = float(np.mean([r.saturated_fraction for r in records]))
+        if fraction < view.thresholds.saturated_fraction:
+            continue
+        findings.append(Finding(
+            "SATURATED_ACTIVATIONS", "warning", layer.name,
+            f"{fraction:.0%} of the outputs of {display_name(layer.name)} ({layer.type_name}) "
+            f"sit at the flat ends of the curve, where the gradient is almost 0",
+            "normalize the inputs; Xavier/Glorot init (gain 5/3 for tanh) or smaller weights; "
+            "BatchNorm/LayerNorm before the activation; ReLU/GELU instead of "
+            f"{layer.type_name.lower()} in hidden layers",
+            {"saturated_fraction": fraction, "mean": float(np.mean([r.mean for r in records])),
+             "std": float(np.mean([r.std for r in records]))}))
+    return findings
+
+
+def exploding_activations(view):
+    limit = view.thresholds.activation_rms
+    over = []
+    for layer in view.layout.layers:
+        records = view.activations(layer.name)
+        if not records:
+            continue
+        rms = float(np.median([r.rms for r in records]))
+        finite = all(r.finite for r in records)
+        if not finite or not rms <= limit:
+            over.append((layer, rms, finite, max(abs(r.maximum) for r in records),
+                         max(abs(r.minimum) for r in records)))
+    if not over:
+        return []
+    layer, rms, finite, top, bottom = over[0]
+    return [Finding(
+        "EXPLODING_ACTIVATIONS", "warning" if finite else "error", layer.name,
+        (f"the output of {display_name(layer.name)} ({layer.type_name}) has a root mean "
+         f"square of {rms:.4g} (largest magnitude {max(top, bottom):.4g})" if finite else
+         f"the output of {display_name(layer.name)} ({layer.type_name}) holds NaN or inf")
+        + (f"; {len(over)} layers are above {limit:g}" if len(over) > 1 else ""),
+        "normalize the inputs (zero mean, unit variance); smaller init (He/Xavier scale, "
+        "1/sqrt(fan_in)); BatchNorm/LayerNorm; "
+        f"{lower_learning_rate(view)}",
+        {"rms": rms, "max_abs": max(top, bottom), "threshold": limit,
+         "layers": [display_name(layer.name) for layer, *_ in over]})]
+
+
+def collapsed_activations(view):
+    inputs = [s.inputs for s in view.samples if s.inputs is not None]
+    if inputs and all(r.relative_spread == 0 for r in inputs):
+        return []   # the batch itself does not vary
+    tolerance = view.thresholds.collapse_tolerance
+    for layer in view.layout.layers:
+        records = [r for r in view.activations(layer.name) if r.examples >= 2 and r.finite]
+        if layer.kind == EMBEDDING or not records:
+            continue
+        if layer.kind == RECTIFIER and all(r.silent for r in records):
+            return []   # every unit dead: DEAD_UNITS says it, and explains what follows
+        spread = max(r.relative_spread for r in records)
+        if not spread <= tolerance:   # NaN (inf - inf) is no evidence of a collapse
+            continue
+        last = records[-1]
+        return [Finding(
+            "COLLAPSED_ACTIVATIONS", "warning", layer.name,
+            f"every unit of {display_name(layer.name)} ({layer.type_name}) gives the same "
+            f"value for every example (mean {last.mean:.4g}): the layer no longer depends on "
+            f"its input",
+            "look for weights initialised to a constant or zero (symmetric units), a "
+            "saturated activation before this layer, or a learning rate that drove the "
+            "weights to zero; use random init (He/Xavier)",
+            {"relative_spread": spread, "mean": last.mean, "units": last.units})]
+    return []
+
+
+CHECKS = (dead_units, saturated_activations, exploding_activations, collapsed_activations)

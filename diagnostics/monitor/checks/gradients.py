@@ -1,0 +1,161 @@
+"""Gradient health: vanishing and exploding flow, stale (never zeroed) and missing gradients."""
+import numpy as np
+
+from ...findings import Finding
+from ..layout import display_name
+from .advice import clip_gradients, lower_learning_rate
+
+
+def vanishing_gradients(view):
+    flow = [(w, view.gradient_rms(w.name)) for w in view.layout.weights]
+    flow = [(w, rms) for w, rms in flow if rms is not None and np.isfinite(rms)]
+    if len(flow) < 2:
+        return []
+    reference, top = max(flow, key=lambda item: item[1])
+    if top <= 0:
+        return []
+    limit = view.thresholds.vanishing_ratio * top
+    starved = [(w, rms) for w, rms in flow if rms < limit]
+    if not starved:
+        return []
+    first, rms = starved[0]   # flow is in the model's own order: the earliest starved layer
+    return [Finding(
+        "VANISHING_GRADIENTS", "warning", first.module_name,
+        f"the gradient reaching {display_name(first.module_name)} is {rms / top:.2g} times "
+        f"that of {display_name(reference.module_name)} (RMS {rms:.3g} vs {top:.3g}); "
+        f"{len(starved)} of {len(flow)} layers get less than {view.thresholds.vanishing_ratio:g} "
+        f"of the largest",
+        "ReLU/GELU instead of sigmoid/tanh in hidden layers; residual (skip) connections; "
+        "BatchNorm/LayerNorm; He (Kaiming) init; fewer layers",
+        {"ratio": rms / top, "reference_layer": display_name(reference.module_name),
+         "starved_layers": [display_name(w.module_name) for w, _ in starved],
+         "gradient_rms": {display_name(w.module_name): value for w, value in flow}})]
+
+
+def exploding_gradients(view):
+    """Checked on every sampled step, on the latest: NaN/inf in a gradient, or a total norm
+    above ``gradient_norm``."""
+    samples = view.backward_samples
+    if not samples or samples[-1] is not view.samples[-1]:
+        return []
+    sample = samples[-1]
+    if all(g.finite for g in sample.gradients.values()):
+        if sample.gradient_norm <= view.thresholds.gradient_norm:
+            return []
+        return _exploding(view, sample, f"is above {view.thresholds.gradient_norm:g}")
+    broken = [p for p in view.layout.trainable
+              if p.name in sample.gradients and not sample.gradients[p.name].finite]
+    return [Finding(
+        "EXPLODING_GRADIENTS", "error", broken[0].name,
+        f"the gradient of {broken[0].name} holds NaN or inf at step {sample.step} "
+        f"({len(broken)} parameters affected)",
+        f"{clip_gradients(view)}; {lower_learning_rate(view)}; look for log(0) or "
+        f"division by zero in forward; BatchNorm/LayerNorm",
+        {"step": sample.step, "parameters": [p.name for p in broken]})]
+
+
+def gradient_growth(view):
+    """EXPLODING_GRADIENTS when the total norm grew ``gradient_growth`` times over the window."""
+    samples = view.backward_samples
+    if len(samples) < 4:
+        return []
+    norms = np.array([s.gradient_norm for s in samples])
+    calm = float(np.median(norms[: len(norms) // 2]))
+    latest = float(norms[-1])
+    if not (calm > 0 and latest > view.thresholds.gradient_growth * calm):
+        return []
+    return _exploding(view, samples[-1], f"grew {latest / calm:.3g}x over the window",
+                      earlier=calm)
+
+
+def _exploding(view, sample, reason, earlier=None):
+    largest = max(sample.gradients.items(), key=lambda item: item[1].norm)[0]
+    norm = sample.gradient_norm
+    return [Finding(
+        "EXPLODING_GRADIENTS", "warning", largest,
+        f"the total gradient norm is {norm:.4g} at step {sample.step} and {reason}; the "
+        f"largest is {largest}'s ({sample.gradients[largest].norm:.4g})",
+        f"{clip_gradients(view)}; {lower_learning_rate(view)}; BatchNorm/LayerNorm; a "
+        f"smaller init (He/Xavier scale)",
+        {"gradient_norm": norm, "earlier_norm": earlier, "step": sample.step,
+         "suggested_clip": view.clip_value(), "largest_parameter": largest})]
+
+
+def stale_gradients(view):
+    """Checked on every sampled step, on the latest: was .grad already non-zero when the
+    first gradient of the step arrived? Then .grad = previous + new, and zero_grad is missing."""
+    if not view.samples or not view.samples[-1].stale:
+        return []
+    sample = view.samples[-1]
+    stale = [p for p in view.layout.trainable
+             if p.name in sample.stale and sample.stale[p.name].abs_max > 0]
+    if not stale:
+        return []
+    first = stale[0]
+    left = sample.stale[first.name]
+    incoming = sample.gradients.get(first.name)
+    return [Finding(
+        "STALE_GRADIENTS", "error", first.name,
+        f"at step {sample.step} backward added its gradient on top of the previous step's "
+        f"for {len(stale)} of {len(view.layout.trainable)} parameters: .grad of "
+        f"{first.name} held a gradient of norm {left.norm:.4g} before this step's "
+        f"(norm {incoming.norm if incoming else float('nan'):.4g}) arrived, so .grad = "
+        f"previous + new: zero_grad() is missing",
+        "call optimizer.zero_grad() (or model.zero_grad()) once per iteration, before "
+        "loss.backward(); if you accumulate gradients over several batches on purpose, "
+        "call Monitor.step() only after optimizer.step() and zero_grad() after it",
+        {"step": sample.step, "parameters": [p.name for p in stale],
+         "previous_norm": left.norm, "incoming_norm": incoming.norm if incoming else None})]
+
+
+def no_gradient(view):
+    samples = view.backward_samples
+    findings = []
+    if len(samples) >= 2:
+        missing = [p for p in view.layout.trainable
+                   if not any(p.name in s.gradients for s in samples)]
+        for run in _runs(view.layout.trainable, missing):
+            last = run[-1]
+            findings.append(Finding(
+                "NO_GRADIENT", "warning", last.module_name,
+                f"no gradient reached {_names(run)} in {len(samples)} sampled steps while "
+                f"other parameters got one: the graph is cut at or after "
+                f"{display_name(last.module_name)}, or the module is not used in forward",
+                "look for .detach(), .data, .item()/.numpy() round trips or torch.no_grad() "
+                "inside forward, and for layers defined in __init__ but never called",
+                {"parameters": [p.name for p in run], "sampled_steps": len(samples)}))
+    frozen = [p for p in view.layout.params if not p.trainable and p.in_optimizer]
+    if frozen:
+        findings.append(Finding(
+            "NO_GRADIENT", "info", frozen[0].module_name,
+            f"{_names(frozen)} have requires_grad=False but are in the optimizer: frozen, "
+            f"so they never change",
+            "if they should learn, set requires_grad=True (model.requires_grad_(True) undoes "
+            "a freeze); if the freeze is on purpose, leave them out of the optimizer",
+            {"parameters": [p.name for p in frozen]}))
+    return findings
+
+
+def _runs(params, chosen):
+    """Split ``chosen`` into runs of neighbours in ``params`` order."""
+    chosen_names = {p.name for p in chosen}
+    runs, current = [], []
+    for param in params:
+        if param.name in chosen_names:
+            current.append(param)
+        elif current:
+            runs.append(current)
+            current = []
+    if current:
+        runs.append(current)
+    return runs
+
+
+def _names(params, limit=4):
+    names = ", ".join(p.name for p in params[:limit])
+    more = f" and {len(params) - limit} more" if len(params) > limit else ""
+    return names + more
+
+
+CHECKS = (vanishing_gradients, exploding_gradients, gradient_growth, stale_gradients,
+          no_gradient)

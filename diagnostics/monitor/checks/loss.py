@@ -1,0 +1,126 @@
+"""Loss health: NaN, divergence, oscillation, plateau, and a loss stuck at the uniform guess."""
+import numpy as np
+
+from ...findings import Finding
+from .advice import clip_gradients, lower_learning_rate
+
+
+def nan_loss(view):
+    first = view.first_nonfinite_step
+    if first is None:
+        return []
+    value = float(view.losses[first])
+    last_finite = float(view.losses[first - 1]) if first > 0 else None
+    return [Finding(
+        "NAN_LOSS", "error", "loss",
+        f"the loss became {value} at step {first}"
+        + (f" (it was {last_finite:.4g} the step before)" if last_finite is not None else ""),
+        f"{lower_learning_rate(view)}; {clip_gradients(view)}; look for log(0) or a division "
+        f"by zero in the loss (use log_softmax/cross_entropy rather than log(softmax), add an "
+        f"eps to divisions)",
+        {"step": first, "value": value, "last_finite_loss": last_finite,
+         "learning_rate": view.learning_rate})]
+
+
+def loss_diverging(view):
+    """The loss grows within the window, ends above where it began, or, for a classifier,
+    ends above the uniform guess it started from: training is making the model worse."""
+    levels = view.loss_levels
+    if levels is None:
+        return []
+    initial, then, now = levels.initial, levels.then, levels.now
+    chance = view.chance_loss
+    factor = view.thresholds.diverging_factor
+    if now > factor * abs(then) and now > initial:
+        reason = f"grew from {then:.4g} to {now:.4g} over the last {levels.steps} steps"
+    elif now > 1.5 * abs(initial) and now > initial:
+        reason = f"is at {now:.4g}, {now / initial:.2g} times its first value ({initial:.4g})"
+    elif chance is not None and now > initial and now > (1 + 2 * view.thresholds.chance_tolerance) * chance:
+        reason = (f"is at {now:.4g}, above its first value ({initial:.4g}) and above the "
+                  f"{chance:.4g} of a uniform guess over {view.output_width} classes")
+    else:
+        return []
+    return [Finding(
+        "LOSS_DIVERGING", "error", "loss",
+        f"the loss {reason}: the steps make the model worse",
+        f"{lower_learning_rate(view)}; {clip_gradients(view)}; check the learning-rate "
+        f"schedule (a warm-up that overshoots)",
+        {"initial": initial, "earlier": then, "recent": now, "steps": levels.steps,
+         "chance_loss": chance, "learning_rate": view.learning_rate})]
+
+
+def loss_oscillating(view):
+    """No progress over the window while the loss swings widely around its level, or flips
+    direction almost every step."""
+    levels = view.loss_levels
+    if levels is None:
+        return []
+    recent, then, now = levels.recent, levels.then, levels.now
+    level = float(np.median(recent))
+    thresholds = view.thresholds
+    if level <= 0 or then == 0 or now < 0.5 * abs(levels.initial):
+        return []   # a loss far below where it began is converging, not oscillating
+    progress = (then - now) / abs(then)
+    jumps = np.diff(recent)
+    swing = float(np.median(np.abs(recent - level))) / level
+    flips = float(np.mean(np.sign(jumps[1:]) != np.sign(jumps[:-1])))
+    step_size = float(np.median(np.abs(jumps))) / level
+    alternating = flips >= 0.8 and step_size >= 0.05
+    if (progress > thresholds.plateau_progress or now > thresholds.diverging_factor * abs(then)
+            or not (swing >= thresholds.oscillation_amplitude or alternating)):
+        return []
+    return [Finding(
+        "LOSS_OSCILLATING", "warning", "loss",
+        f"the loss swings by {swing:.0%} around {level:.4g} (direction changes in {flips:.0%} "
+        f"of the steps) over the last {levels.steps} steps without going down",
+        f"{lower_learning_rate(view)}; a larger batch; a learning-rate decay schedule; with "
+        f"Adam, a lower lr",
+        {"relative_swing": swing, "direction_changes": flips, "relative_step": step_size,
+         "level": level, "earlier": then, "recent": now, "learning_rate": view.learning_rate})]
+
+
+def loss_plateau(view):
+    levels = view.loss_levels
+    if levels is None or not levels.beyond_start:
+        return []
+    initial, then, now = levels.start, levels.then, levels.now
+    if then == 0 or initial == 0:
+        return []
+    change = abs(now - then) / abs(then)
+    progress = (initial - now) / abs(initial)
+    thresholds = view.thresholds
+    if change > thresholds.plateau_change or progress > thresholds.plateau_progress:
+        return []
+    return [Finding(
+        "LOSS_PLATEAU", "warning", "loss",
+        f"the loss has stayed at {now:.4g} for the last {levels.steps} steps, "
+        f"{progress:.1%} below where it started ({initial:.4g})",
+        "raise the learning rate (or use a learning-rate finder: gradhunt preflight); check "
+        "that the data and labels are what you think (shuffled or misaligned labels); check "
+        "that gradients reach every layer and that optimizer.step() changes the weights",
+        {"start": initial, "earlier": then, "recent": now, "relative_change": change,
+         "progress": progress, "steps": levels.steps, "learning_rate": view.learning_rate})]
+
+
+def loss_at_chance(view):
+    chance = view.chance_loss
+    levels = view.loss_levels
+    if chance is None or levels is None or not levels.beyond_start:
+        return []
+    then, now = levels.then, levels.now
+    tolerance = view.thresholds.chance_tolerance
+    if abs(now - chance) > tolerance * chance or then - now > view.thresholds.plateau_change * chance:
+        return []   # away from chance, or still on its way down
+    width = view.output_width
+    return [Finding(
+        "LOSS_AT_CHANCE", "warning", "loss",
+        f"the loss sits at {now:.4g}, the cross-entropy of a uniform guess over {width} "
+        f"classes (-log(1/{width}) = {chance:.4g}), after {view.step} steps",
+        "check that labels belong to their inputs (a shuffle applied to x but not y, a wrong "
+        "column, labels offset by one); check that the model can overfit one batch (gradhunt "
+        "preflight); raise the learning rate; check that the output layer's width is the "
+        "number of classes",
+        {"loss": now, "chance_loss": chance, "classes": width, "steps": view.step})]
+
+
+CHECKS = (nan_loss, loss_diverging, loss_oscillating, loss_plateau, loss_at_chance)

@@ -1,0 +1,55 @@
+"""Parameter updates: gradients arrive but the optimizer step leaves the values as they were."""
+from ...findings import Finding
+from ..layout import display_name
+
+
+def params_not_updating(view):
+    measured = [s for s in view.samples if s.updates]
+    if len(measured) < 2:
+        return []
+    # a gradient far below the largest layer's moves nothing at float precision: that is
+    # VANISHING_GRADIENTS, not an optimizer that skips parameters
+    largest = max((g.rms for s in measured for g in s.gradients.values() if g.finite),
+                  default=0.0)
+    floor = view.thresholds.vanishing_ratio * largest
+    stuck = []
+    for param in view.layout.trainable:
+        pushed = [s for s in measured
+                  if param.name in s.updates and param.name in s.gradients
+                  and s.gradients[param.name].rms > floor]
+        if len(pushed) >= 2 and all(s.updates[param.name].delta_norm == 0 for s in pushed):
+            stuck.append(param)
+    if not stuck:
+        return []
+    with_gradient = [p for p in view.layout.trainable
+                     if any(p.name in s.gradients for s in measured)]
+    everything = len(stuck) == len(with_gradient)
+    outside = [p.name for p in stuck if p.in_optimizer is False]
+    lrs = view.learning_rates
+    if outside and len(outside) == len(stuck):
+        cause = ("the optimizer does not hold them: it was built over other parameters (another "
+                 "model, or a copy made before training)")
+        fix = ("build the optimizer from this model's parameters: "
+               "optimizer = torch.optim.SGD(model.parameters(), lr=...), after any "
+               "model.to(device) or copy")
+    elif lrs and all(lr == 0 for lr in lrs):
+        cause = "the learning rate is 0"
+        fix = "set a learning rate above 0 (and check the scheduler)"
+    else:
+        cause = ("the optimizer step did not change them (optimizer.step() not called, called "
+                 "before backward, or on another optimizer)")
+        fix = ("call optimizer.step() after loss.backward() in every iteration, on the "
+               "optimizer built over this model's parameters")
+    where = None if everything else stuck[0].module_name
+    subject = (f"none of the {len(stuck)} parameters" if everything
+               else f"{len(stuck)} parameters of {display_name(stuck[0].module_name)}")
+    return [Finding(
+        "PARAMS_NOT_UPDATING", "error", where,
+        f"{subject} changed in {len(measured)} sampled steps although they received "
+        f"gradients: {cause}",
+        fix,
+        {"parameters": [p.name for p in stuck], "not_in_optimizer": outside,
+         "learning_rates": lrs, "sampled_steps": len(measured)})]
+
+
+CHECKS = (params_not_updating,)

@@ -1,0 +1,110 @@
+"""``History``: the loss of every step and one row of statistics per sampled step, kept compactly."""
+from array import array
+
+import numpy as np
+
+from .kinds import SATURATION
+from .layout import display_name
+
+ACTIVATION_STATS = ("mean", "std", "min", "max", "zeros", "dead")
+GRADIENT_STATS = ("norm", "abs_mean", "max")
+
+
+def activation_columns(layer):
+    stats = ACTIVATION_STATS + (("saturated",) if layer.kind in SATURATION else ())
+    return tuple(f"activation/{display_name(layer.name)}/{stat}" for stat in stats)
+
+
+def gradient_columns(param):
+    return tuple(f"gradient/{param.name}/{stat}" for stat in GRADIENT_STATS)
+
+
+def update_column(param):
+    return f"update/{param.name}/ratio"
+
+
+def columns_for(layout):
+    """The row columns, fixed by the model's structure so that every row has the same ones."""
+    columns = ["step", "loss", "gradient_norm", "input/mean", "input/std", "input/min",
+               "input/max"]
+    for layer in layout.layers:
+        columns += activation_columns(layer)
+    for param in layout.trainable:
+        columns += gradient_columns(param) + (update_column(param),)
+    return columns
+
+
+class Series:
+    """A growing float64 array: ``append`` in amortised O(1), ``values`` without a copy."""
+
+    def __init__(self):
+        self._buffer = np.empty(256)
+        self._size = 0
+
+    def append(self, value):
+        if self._size == self._buffer.size:
+            self._buffer = np.concatenate([self._buffer, np.empty(self._buffer.size)])
+        self._buffer[self._size] = value
+        self._size += 1
+
+    def __len__(self):
+        return self._size
+
+    @property
+    def values(self):
+        """The values so far (a read-only view: appending later does not change it)."""
+        view = self._buffer[:self._size]
+        view.flags.writeable = False
+        return view
+
+
+class History:
+    """Losses per step (``losses``) and rows per sampled step (``rows``, ``column(name)``)."""
+
+    def __init__(self, columns):
+        self.columns = tuple(columns)
+        self._index = {name: i for i, name in enumerate(self.columns)}
+        self._losses = Series()
+        self._values = array("d")
+        self.first_nonfinite_step = None
+
+    # ------------------------------------------------------------------ losses
+    def add_loss(self, value):
+        if self.first_nonfinite_step is None and not np.isfinite(value):
+            self.first_nonfinite_step = len(self._losses)
+        self._losses.append(value)
+
+    @property
+    def losses(self):
+        return self._losses.values
+
+    @property
+    def steps(self):
+        return len(self._losses)
+
+    # -------------------------------------------------------------------- rows
+    def add_row(self, row):
+        """Append a row given as {column: value}; missing columns are NaN."""
+        values = [np.nan] * len(self.columns)
+        for name, value in row.items():
+            values[self._index[name]] = value
+        self._values.extend(float(v) for v in values)
+
+    def __len__(self):
+        return len(self._values) // len(self.columns)
+
+    def table(self):
+        """All rows as a 2-D float64 array, one column per entry of ``columns``."""
+        table = np.array(self._values, dtype=np.float64)
+        return table.reshape(len(self), len(self.columns))
+
+    def column(self, name):
+        return self.table()[:, self._index[name]]
+
+    @property
+    def rows(self):
+        return [dict(zip(self.columns, values.tolist())) for values in self.table()]
+
+    def to_dict(self):
+        return {"losses": self.losses.tolist(), "columns": list(self.columns),
+                "rows": self.table().tolist()}

@@ -1,0 +1,99 @@
+"""``Layout``: what the Monitor learns about a model and its optimizer before training starts."""
+from dataclasses import dataclass, field
+
+from ..errors import DiagnosticsError
+from .kinds import RESHAPE, SATURATION, changes_with_mode, module_kind
+
+
+@dataclass(frozen=True)
+class LayerInfo:
+    """A leaf module whose output the Monitor measures."""
+
+    name: str                       # as named_modules() spells it; "" for a model without children
+    kind: str
+    type_name: str
+    module: object = field(repr=False, compare=False)
+
+    @property
+    def saturation(self):
+        return SATURATION.get(self.kind)
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """A parameter: its name, owner module, shape, and whether anyone means to train it."""
+
+    name: str
+    module_name: str
+    shape: tuple
+    trainable: bool                 # requires_grad
+    in_optimizer: bool | None       # None when the Monitor was given no optimizer
+    tensor: object = field(repr=False, compare=False)
+
+    @property
+    def numel(self):
+        count = 1
+        for size in self.shape:
+            count *= size
+        return count
+
+    @property
+    def is_weight(self):
+        """A matrix or kernel (2-D or more): what gradient flow is measured on."""
+        return len(self.shape) >= 2
+
+
+class Layout:
+    """Layers in the model's own order (registration order), parameters, mode-dependent modules."""
+
+    def __init__(self, backend, optimizer=None):
+        modules = backend.named_modules()
+        self.order = {name: index for index, (name, _) in enumerate(modules)}
+        self.root_type = type(backend.model).__name__
+        self.layers = [LayerInfo(name, module_kind(module), type(module).__name__, module)
+                       for name, module in modules
+                       if not any(True for _ in module.children())
+                       and module_kind(module) != RESHAPE]
+        held = _optimizer_parameter_ids(optimizer)
+        self.params = [ParamInfo(name, name.rpartition(".")[0], tuple(param.shape),
+                                 bool(param.requires_grad),
+                                 None if held is None else id(param) in held, param)
+                       for name, param in backend.named_parameters()]
+        self.mode_modules = [(name, module) for name, module in modules
+                             if changes_with_mode(module)]
+
+    @property
+    def trainable(self):
+        return [p for p in self.params if p.trainable]
+
+    @property
+    def weights(self):
+        """Trainable matrices and kernels in model order: one per layer for gradient flow."""
+        return [p for p in self.params if p.trainable and p.is_weight]
+
+    def module_order(self, name):
+        return self.order.get(name, len(self.order))
+
+
+def display_name(name):
+    return name if name else "(model)"
+
+
+def _optimizer_parameter_ids(optimizer):
+    if optimizer is None:
+        return None
+    groups = getattr(optimizer, "param_groups", None)
+    if not isinstance(groups, list) or not all(isinstance(g, dict) and "params" in g
+                                               for g in groups):
+        raise DiagnosticsError(
+            f"optimizer: expected a torch.optim or minigrad.optim optimizer (an object with "
+            f"param_groups) or None, got {type(optimizer).__module__}."
+            f"{type(optimizer).__qualname__}")
+    return {id(param) for group in groups for param in group["params"]}
+
+
+def learning_rates(optimizer):
+    """The current learning rate of each parameter group (schedulers change them)."""
+    if optimizer is None:
+        return []
+    return [group["lr"] for group in optimizer.param_groups if "lr" in group]

@@ -1,0 +1,163 @@
+"""What one sampled iteration measured, on the host: plain numbers and small NumPy arrays."""
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+
+@dataclass
+class ActivationRecord:
+    """Sums over a tensor's elements and, per unit (axis 1), the largest and smallest value."""
+
+    count: int
+    total: float
+    squares: float
+    nonzero: float
+    saturated: float
+    unit_max: np.ndarray
+    unit_min: np.ndarray
+
+    @classmethod
+    def from_parts(cls, count, parts):
+        """From ``activation_statistics``'s results: sums, unit extremes, saturated count."""
+        total, squares, nonzero, unit_max, unit_min = parts[:5]
+        saturated = parts[5] if len(parts) > 5 else 0.0
+        return cls(count, total, squares, nonzero, saturated, unit_max, unit_min)
+
+    def merge(self, other):
+        """Fold in another call of the same module in the same iteration."""
+        same_units = self.unit_max.shape == other.unit_max.shape
+        return ActivationRecord(
+            self.count + other.count, self.total + other.total, self.squares + other.squares,
+            self.nonzero + other.nonzero, self.saturated + other.saturated,
+            np.maximum(self.unit_max, other.unit_max) if same_units else self.unit_max,
+            np.minimum(self.unit_min, other.unit_min) if same_units else self.unit_min)
+
+    @property
+    def units(self):
+        return self.unit_max.size
+
+    @property
+    def examples(self):
+        """How many values each unit saw (batch size times spatial positions)."""
+        return self.count // max(self.units, 1)
+
+    @property
+    def mean(self):
+        return self.total / self.count
+
+    @property
+    def rms(self):
+        return math.sqrt(max(self.squares / self.count, 0.0))
+
+    @property
+    def std(self):
+        return math.sqrt(max(self.squares / self.count - self.mean ** 2, 0.0))
+
+    @cached_property
+    def minimum(self):
+        return float(self.unit_min.min())
+
+    @cached_property
+    def maximum(self):
+        return float(self.unit_max.max())
+
+    @property
+    def zero_fraction(self):
+        return 1.0 - self.nonzero / self.count
+
+    @property
+    def saturated_fraction(self):
+        return self.saturated / self.count
+
+    @property
+    def finite(self):
+        return math.isfinite(self.total) and math.isfinite(self.squares)
+
+    @property
+    def silent(self):
+        """Every value exactly 0."""
+        return self.nonzero == 0
+
+    @cached_property
+    def relative_spread(self):
+        """The largest range of a unit over the examples, relative to the largest magnitude."""
+        scale = max(abs(self.maximum), abs(self.minimum))
+        if scale == 0:
+            return 0.0
+        return float(np.max(self.unit_max - self.unit_min)) / scale
+
+
+@dataclass
+class GradientRecord:
+    """The gradient that the first backward pass of an iteration brought to one parameter."""
+
+    count: int
+    squares: float
+    abs_total: float
+    abs_max: float
+
+    @classmethod
+    def from_parts(cls, count, parts):
+        squares, abs_total, abs_max = parts
+        return cls(count, squares, abs_total, abs_max)
+
+    @property
+    def norm(self):
+        return math.sqrt(self.squares) if self.squares >= 0 else math.nan
+
+    @property
+    def rms(self):
+        return self.norm / math.sqrt(max(self.count, 1))
+
+    @property
+    def abs_mean(self):
+        return self.abs_total / max(self.count, 1)
+
+    @property
+    def finite(self):
+        return math.isfinite(self.squares) and math.isfinite(self.abs_max)
+
+
+@dataclass
+class UpdateRecord:
+    """What the optimizer did to one parameter: |Δw| and |w| after the step."""
+
+    delta_norm: float
+    weight_norm: float
+
+    @property
+    def ratio(self):
+        if self.weight_norm > 0:
+            return self.delta_norm / self.weight_norm
+        return 0.0 if self.delta_norm == 0 else math.inf
+
+
+@dataclass
+class Sample:
+    """Everything measured on one sampled iteration."""
+
+    step: int
+    loss: float = math.nan
+    inputs: ActivationRecord | None = None
+    output_width: int | None = None
+    activations: dict = field(default_factory=dict)   # layer name -> ActivationRecord
+    gradients: dict = field(default_factory=dict)     # parameter name -> GradientRecord
+    stale: dict = field(default_factory=dict)         # parameter name -> GradientRecord left from before
+    updates: dict = field(default_factory=dict)       # parameter name -> UpdateRecord
+
+    @property
+    def had_backward(self):
+        return bool(self.gradients)
+
+    @cached_property
+    def gradient_norm(self):
+        """Norm of all parameters' gradients together (read once the sample is complete)."""
+        if not self.gradients:
+            return math.nan
+        return math.sqrt(sum(g.squares for g in self.gradients.values()))
+
+    def add_activation(self, name, record):
+        previous = self.activations.get(name)
+        self.activations[name] = record if previous is None else previous.merge(record)

@@ -1,0 +1,41 @@
+"""``Thresholds``: every number a Monitor check compares against, with its reason."""
+from dataclasses import dataclass
+
+DEFAULT_EVERY = 10   # statistics on the first two iterations, then on every 10th
+DEFAULT_WINDOW = 20  # checks look back over the last 20 sampled iterations
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The numbers behind the findings. The defaults stay quiet on healthy networks.
+
+    Loss checks look at the last ``max(loss_min_steps, window * every)`` losses and compare
+    medians of its first and last quarter, so minibatch noise does not trip them.
+    """
+
+    # DEAD_UNITS: a unit is dead when its output was exactly 0 on every example of the window
+    dead_fraction: float = 0.5          # warning when this share of a ReLU layer's units is dead
+    dead_fraction_error: float = 0.8    # error from here on
+    dead_min_examples: int = 64         # examples the window must hold before a unit is judged
+    # SATURATED_ACTIVATIONS: sigmoid output within 0.01 of 0 or 1, tanh within 0.01 of ±1
+    saturated_fraction: float = 0.3
+    # EXPLODING_ACTIVATIONS: root mean square of a layer's output
+    activation_rms: float = 100.0
+    # COLLAPSED_ACTIVATIONS: every unit's range over the batch below this share of its magnitude
+    collapse_tolerance: float = 1e-6
+    # VANISHING_GRADIENTS: a layer's gradient RMS below this share of the largest layer's
+    vanishing_ratio: float = 1e-4
+    # EXPLODING_GRADIENTS: total gradient norm above this, or grown by this factor in the window
+    gradient_norm: float = 1e4
+    gradient_growth: float = 1e3
+    clip_percentile: float = 10.0       # the suggested clip value: this percentile of the history
+    # loss health
+    loss_min_steps: int = 50
+    diverging_factor: float = 2.0       # recent median above this times the earlier median
+    oscillation_amplitude: float = 0.5  # median step-to-step jump, relative to the loss level
+    plateau_change: float = 0.01        # relative change of the loss level across the window
+    plateau_progress: float = 0.1       # a plateau is reported while progress since start is below
+    chance_tolerance: float = 0.05      # LOSS_AT_CHANCE: within 5% of -log(1/C)
+    # UNNORMALIZED_INPUT: root mean square of the model's input outside [low, high]
+    input_rms_high: float = 10.0
+    input_rms_low: float = 1e-3

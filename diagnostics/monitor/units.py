@@ -1,0 +1,45 @@
+"""``UnitActivity``: per layer, each unit's largest and smallest output over the last sampled steps."""
+import numpy as np
+
+
+class UnitActivity:
+    """A ring of the last ``window`` per-unit extremes of each layer, for dead-unit checks
+    that cost one reduction instead of a pass over the window's records."""
+
+    def __init__(self, window):
+        self.window = window
+        self._rings = {}
+
+    def add(self, name, record):
+        ring = self._rings.get(name)
+        if ring is None or ring.units != record.units:
+            ring = self._rings[name] = _Ring(self.window, record.units)
+        ring.add(record.unit_max, record.unit_min, record.examples)
+
+    def dead(self, name, *, min_examples):
+        """Boolean array of the units that gave exactly 0 on every value of the window; None
+        until the window holds ``min_examples`` values per unit."""
+        ring = self._rings.get(name)
+        if ring is None or ring.examples() < min_examples:
+            return None
+        return ring.dead()
+
+
+class _Ring:
+    def __init__(self, window, units):
+        self.units = units
+        self._magnitude = np.zeros((window, units))   # per unit: max(|largest|, |smallest|)
+        self._examples = np.zeros(window, dtype=np.int64)
+        self._next = self._filled = 0
+
+    def add(self, unit_max, unit_min, examples):
+        np.maximum(np.abs(unit_max), np.abs(unit_min), out=self._magnitude[self._next])
+        self._examples[self._next] = examples
+        self._next = (self._next + 1) % len(self._examples)
+        self._filled = min(self._filled + 1, len(self._examples))
+
+    def examples(self):
+        return int(self._examples[:self._filled].sum())
+
+    def dead(self):
+        return self._magnitude[:self._filled].max(axis=0) == 0

@@ -1,0 +1,117 @@
+"""``WindowView``: the read-only picture of the recent past that every check looks at."""
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from .kinds import RECTIFIER
+
+_CLIP_HISTORY = 10_000  # the clip value is taken from at most this many recent gradient norms
+
+
+@dataclass(frozen=True)
+class LossLevels:
+    """The first finite loss (``initial``), and medians: ``start`` of the first quarter-window,
+    ``then`` and ``now`` of the first and last quarter of the ``recent`` finite losses."""
+
+    initial: float
+    start: float
+    then: float
+    now: float
+    recent: np.ndarray
+    beyond_start: bool       # the recent window starts after the first quarter-window
+
+    @property
+    def steps(self):
+        return int(self.recent.size)
+
+
+@dataclass
+class WindowView:
+    """The last ``window`` sampled iterations, the loss of every step, and what the Monitor knows."""
+
+    step: int                      # steps completed so far
+    every: int
+    samples: list                  # Sample objects, oldest first
+    losses: np.ndarray             # one per completed step
+    layout: object
+    thresholds: object
+    learning_rates: list = field(default_factory=list)
+    gradient_norms: np.ndarray = field(default_factory=lambda: np.zeros(0))  # sampled steps
+    first_nonfinite_step: int | None = None
+    eval_passes: list = field(default_factory=list)   # (step, [module names in train mode])
+    kept_losses: list = field(default_factory=list)   # (step, graph buffers alive) of held losses
+    units: object = None                               # UnitActivity of the window
+
+    # ------------------------------------------------------------------- loss
+    @cached_property
+    def loss_levels(self):
+        """Medians of the loss at the start and in the recent window; None when too few."""
+        size = max(self.thresholds.loss_min_steps, self.every * max(len(self.samples), 1))
+        recent = self.losses[-size:]
+        recent = recent[np.isfinite(recent)]
+        if recent.size < size:
+            return None
+        quarter = max(size // 4, 2)
+        head = self.losses[:quarter]
+        head = head[np.isfinite(head)]
+        if head.size == 0:
+            return None
+        return LossLevels(
+            initial=float(head[0]), start=float(np.median(head)), then=float(np.median(recent[:quarter])),
+            now=float(np.median(recent[-quarter:])), recent=recent,
+            beyond_start=self.losses.size >= size + quarter)
+
+    @cached_property
+    def output_width(self):
+        """The model output's last dimension (the number of classes for a classifier)."""
+        return next((s.output_width for s in reversed(self.samples) if s.output_width), None)
+
+    @property
+    def chance_loss(self):
+        """-log(1/C), the cross-entropy of a uniform guess, when the output has C >= 2 columns."""
+        width = self.output_width
+        return math.log(width) if width and width >= 2 else None
+
+    @property
+    def learning_rate(self):
+        return self.learning_rates[0] if self.learning_rates else None
+
+    # ------------------------------------------------------------ activations
+    def activations(self, layer_name):
+        return [s.activations[layer_name] for s in self.samples if layer_name in s.activations]
+
+    def dead_units(self, layer_name):
+        """Boolean array: units whose output was exactly 0 on every value of the window;
+        None before the window holds ``dead_min_examples`` values per unit."""
+        if self.units is None:
+            return None
+        return self.units.dead(layer_name, min_examples=self.thresholds.dead_min_examples)
+
+    def dead_fraction(self, layer):
+        if layer.kind != RECTIFIER:
+            return math.nan
+        dead = self.dead_units(layer.name)
+        return math.nan if dead is None else float(dead.mean())
+
+    # -------------------------------------------------------------- gradients
+    @property
+    def backward_samples(self):
+        """Samples whose iteration ran a backward pass."""
+        return [s for s in self.samples if s.gradients]
+
+    def gradient_rms(self, param_name):
+        """Median RMS of a parameter's gradient over the window; None if it never got one."""
+        values = [s.gradients[param_name].rms for s in self.samples if param_name in s.gradients]
+        return float(np.median(values)) if values else None
+
+    def clip_value(self):
+        """AutoClip's rule: a low percentile of the gradient norms seen so far, leaving out
+        norms above the exploding threshold; None when fewer than three remain."""
+        norms = self.gradient_norms[-_CLIP_HISTORY:]
+        norms = norms[np.isfinite(norms)]
+        norms = norms[(norms > 0) & (norms < self.thresholds.gradient_norm)]
+        if norms.size < 3:
+            return None
+        return float(np.percentile(norms, self.thresholds.clip_percentile))

@@ -17,7 +17,7 @@ KINDS = ("gradient", "training loop", "init", "numerics", "data")
 PROBES = ("gradcheck", "monitor", "preflight", "validate_data")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Bug:
     """One plantable bug; see the module docstring for the fields."""
 
@@ -60,121 +60,145 @@ class Bug:
         return f"{where}, {self.pattern}" if self.pattern else where
 
 
-def _gradient(name, setup, module, path, pattern, plant, description):
-    return Bug(name, "gradient", description, setup, plant, "gradcheck", ("GRADIENT_MISMATCH",),
-               culprit=module, module=module, path=path, pattern=pattern)
+def _gradient(name, plant, *, setup, module, path, pattern=None, description):
+    return Bug(name=name, kind="gradient", description=description, setup=setup, plant=plant,
+               probe="gradcheck", codes=("GRADIENT_MISMATCH",), culprit=module, module=module,
+               path=path, pattern=pattern)
 
 
 _DIVERGING = ("LOSS_DIVERGING", "NAN_LOSS", "EXPLODING_GRADIENTS", "LOSS_OSCILLATING")
 
 _CATALOG = (
     # ------------------------------------------------------------------ gradient
-    _gradient("linear_input_transposed", "mixed_mlp", "2", "input", "transpose",
-              gradient.linear_input_transposed,
-              "Linear's input gradient multiplies by W.T where W belongs (grad @ W.T); silent "
-              "only because layer 2 is square"),
-    _gradient("linear_weight_transposed", "mixed_mlp", "2", "weight", "transpose",
-              gradient.linear_weight_transposed,
-              "Linear's weight gradient is transposed (x.T @ grad instead of grad.T @ x); "
-              "silent only because layer 2 is square"),
-    _gradient("linear_sign_flip", "mixed_mlp", "4", "input", "sign flip",
-              gradient.linear_input_sign_flipped,
-              "Linear's input gradient has the wrong sign (-(grad @ W))"),
-    _gradient("linear_wrong_scale", "mixed_mlp", "0", "weight", "scale",
-              gradient.linear_weight_scaled,
-              "Linear's weight gradient carries a stray factor 2"),
-    _gradient("linear_bias_mean", "mixed_mlp", "6", "bias", "mean instead of sum",
-              gradient.linear_bias_mean,
-              "Linear's bias gradient is the batch mean of the output gradient, not its sum"),
-    _gradient("relu_mask_dropped", "mixed_mlp", "1", "input", None, gradient.relu_mask_dropped,
-              "ReLU's backward passes the gradient everywhere, also where the input was < 0"),
-    _gradient("sigmoid_derivative", "mixed_mlp", "5", "input", None,
-              gradient.sigmoid_derivative_wrong,
-              "sigmoid's derivative is taken as y instead of y * (1 - y)"),
-    _gradient("tanh_derivative", "mixed_mlp", "3", "input", None,
-              gradient.tanh_derivative_wrong,
-              "tanh's derivative is taken as 1 - y instead of 1 - y**2"),
-    _gradient("conv_kernel_not_flipped", "cnn", "2", "input", None,
-              gradient.conv_kernel_not_flipped,
-              "Conv2d's input gradient correlates with the kernel as is; it needs the kernel "
-              "flipped (a full convolution)"),
-    _gradient("cross_entropy_not_divided", "mixed_mlp", "loss", "input", "sum instead of mean",
-              gradient.cross_entropy_not_divided,
-              "softmax cross-entropy (mean over the batch) returns softmax - onehot without "
-              "dividing by the batch size"),
-    _gradient("add_broadcast_not_reduced", "mixed_mlp", "7", "offset", None,
-              gradient.add_broadcast_not_reduced,
-              "add's backward does not sum the broadcast operand's gradient over the batch; it "
-              "keeps the first row (an unreduced gradient would raise in minigrad and be summed "
-              "by torch's engine, so the row is what stays silent on both)"),
-    _gradient("layer_norm_no_mean_term", "layer_norm_net", "1", "input", None,
-              gradient.layer_norm_no_mean_term,
-              "LayerNorm's input gradient lacks the term from the mean, -mean(dx_hat)"),
-    _gradient("batch_norm_no_mean_term", "batch_norm_net", "1", "input", None,
-              gradient.batch_norm_no_mean_term,
-              "BatchNorm's input gradient (training mode) lacks the term from the batch mean"),
+    _gradient("linear_input_transposed", gradient.linear_input_transposed, setup="mixed_mlp",
+              module="2", path="input", pattern="transpose",
+              description="Linear's input gradient multiplies by W.T where W belongs "
+                          "(grad @ W.T); silent only because layer 2 is square"),
+    _gradient("linear_weight_transposed", gradient.linear_weight_transposed, setup="mixed_mlp",
+              module="2", path="weight", pattern="transpose",
+              description="Linear's weight gradient is transposed (x.T @ grad instead of "
+                          "grad.T @ x); silent only because layer 2 is square"),
+    _gradient("linear_sign_flip", gradient.linear_input_sign_flipped, setup="mixed_mlp",
+              module="4", path="input", pattern="sign flip",
+              description="Linear's input gradient has the wrong sign (-(grad @ W))"),
+    _gradient("linear_wrong_scale", gradient.linear_weight_scaled, setup="mixed_mlp",
+              module="0", path="weight", pattern="scale",
+              description="Linear's weight gradient carries a stray factor 2"),
+    _gradient("linear_bias_mean", gradient.linear_bias_mean, setup="mixed_mlp", module="6",
+              path="bias", pattern="mean instead of sum",
+              description="Linear's bias gradient is the batch mean of the output gradient, "
+                          "not its sum"),
+    _gradient("relu_mask_dropped", gradient.relu_mask_dropped, setup="mixed_mlp", module="1",
+              path="input",
+              description="ReLU's backward passes the gradient everywhere, also where the "
+                          "input was < 0"),
+    _gradient("sigmoid_derivative", gradient.sigmoid_derivative_wrong, setup="mixed_mlp",
+              module="5", path="input",
+              description="sigmoid's derivative is taken as y instead of y * (1 - y)"),
+    _gradient("tanh_derivative", gradient.tanh_derivative_wrong, setup="mixed_mlp", module="3",
+              path="input", description="tanh's derivative is taken as 1 - y instead of 1 - y**2"),
+    _gradient("conv_kernel_not_flipped", gradient.conv_kernel_not_flipped, setup="cnn",
+              module="2", path="input",
+              description="Conv2d's input gradient correlates with the kernel as is; it needs "
+                          "the kernel flipped (a full convolution)"),
+    _gradient("cross_entropy_not_divided", gradient.cross_entropy_not_divided,
+              setup="mixed_mlp", module="loss", path="input", pattern="sum instead of mean",
+              description="softmax cross-entropy (mean over the batch) returns softmax - onehot "
+                          "without dividing by the batch size"),
+    _gradient("add_broadcast_not_reduced", gradient.add_broadcast_not_reduced,
+              setup="mixed_mlp", module="7", path="offset",
+              description="add's backward does not sum the broadcast operand's gradient over "
+                          "the batch; it keeps the first row (an unreduced gradient would raise "
+                          "in minigrad and be summed by torch's engine, so the row is what stays "
+                          "silent on both)"),
+    _gradient("layer_norm_no_mean_term", gradient.layer_norm_no_mean_term,
+              setup="layer_norm_net", module="1", path="input",
+              description="LayerNorm's input gradient lacks the term from the mean, "
+                          "-mean(dx_hat)"),
+    _gradient("batch_norm_no_mean_term", gradient.batch_norm_no_mean_term,
+              setup="batch_norm_net", module="1", path="input",
+              description="BatchNorm's input gradient (training mode) lacks the term from the "
+                          "batch mean"),
     # ------------------------------------------------------------- training loop
-    Bug("missing_zero_grad", "training loop",
-        "the loop never calls optimizer.zero_grad(): each backward adds to the last one's "
-        "gradients", "mlp", training_loop.missing_zero_grad, "monitor", ("STALE_GRADIENTS",),
-        culprit=None),
-    Bug("learning_rate_too_high", "training loop", "SGD with lr=10", "mlp",
-        training_loop.learning_rate_too_high, "monitor", _DIVERGING, culprit=None),
-    Bug("optimizer_other_parameters", "training loop",
-        "the optimizer was built over another model's parameters", "mlp",
-        training_loop.optimizer_over_other_parameters, "monitor", ("PARAMS_NOT_UPDATING",),
-        culprit=None),
-    Bug("detached_graph", "training loop",
-        "layer 2's output is detached in forward: layers 0 and 2 never get a gradient", "mlp",
-        training_loop.detached_graph, "monitor", ("NO_GRADIENT",), culprit="2", module="2"),
-    Bug("eval_mode_forgotten", "training loop",
-        "the evaluation pass runs under no_grad but without model.eval(): batch norm uses "
-        "batch statistics and updates its running averages", "batch_norm_net",
-        training_loop.eval_mode_forgotten, "monitor", ("TRAIN_MODE_AT_EVAL",), culprit="1"),
-    Bug("labels_shuffled", "training loop",
-        "the training labels were shuffled apart from their inputs", "mlp",
-        training_loop.labels_shuffled, "monitor", ("LOSS_AT_CHANCE", "LOSS_PLATEAU"),
-        culprit=None),
-    Bug("float_labels", "training loop",
-        "class labels stored as floats for cross-entropy, which wants int64 indices", "mlp",
-        training_loop.float_labels, "preflight", ("LABEL_DTYPE",), culprit="data"),
-    Bug("output_target_broadcast", "training loop",
-        "regression targets of shape (N,) against outputs (N, 1): MSE broadcasts to (N, N)",
-        "regressor", training_loop.targets_broadcasting, "preflight", ("SHAPE_BROADCAST",),
-        culprit="loss"),
+    Bug(name="missing_zero_grad", kind="training loop", setup="mlp",
+        plant=training_loop.missing_zero_grad, probe="monitor", codes=("STALE_GRADIENTS",),
+        culprit=None,
+        description="the loop never calls optimizer.zero_grad(): each backward adds to the "
+                    "last one's gradients"),
+    Bug(name="learning_rate_too_high", kind="training loop", setup="mlp",
+        plant=training_loop.learning_rate_too_high, probe="monitor", codes=_DIVERGING,
+        culprit=None, description="SGD with lr=10"),
+    Bug(name="optimizer_other_parameters", kind="training loop", setup="mlp",
+        plant=training_loop.optimizer_over_other_parameters, probe="monitor",
+        codes=("PARAMS_NOT_UPDATING",), culprit=None,
+        description="the optimizer was built over another model's parameters"),
+    Bug(name="detached_graph", kind="training loop", setup="mlp",
+        plant=training_loop.detached_graph, module="2", probe="monitor",
+        codes=("NO_GRADIENT",), culprit="2",
+        description="layer 2's output is detached in forward: layers 0 and 2 never get a "
+                    "gradient"),
+    Bug(name="eval_mode_forgotten", kind="training loop", setup="batch_norm_net",
+        plant=training_loop.eval_mode_forgotten, probe="monitor",
+        codes=("TRAIN_MODE_AT_EVAL",), culprit="1",
+        description="the evaluation pass runs under no_grad but without model.eval(): batch "
+                    "norm uses batch statistics and updates its running averages"),
+    Bug(name="labels_shuffled", kind="training loop", setup="mlp",
+        plant=training_loop.labels_shuffled, probe="monitor",
+        codes=("LOSS_AT_CHANCE", "LOSS_PLATEAU"), culprit=None,
+        description="the training labels were shuffled apart from their inputs"),
+    Bug(name="float_labels", kind="training loop", setup="mlp",
+        plant=training_loop.float_labels, probe="preflight", codes=("LABEL_DTYPE",),
+        culprit="data",
+        description="class labels stored as floats for cross-entropy, which wants int64 "
+                    "indices"),
+    Bug(name="output_target_broadcast", kind="training loop", setup="regressor",
+        plant=training_loop.targets_broadcasting, probe="preflight",
+        codes=("SHAPE_BROADCAST",), culprit="loss",
+        description="regression targets of shape (N,) against outputs (N, 1): MSE "
+                    "broadcasts to (N, N)"),
     # ---------------------------------------------------------------------- init
-    Bug("negative_constant_init", "init",
-        "layer 2 initialised to the constant -1 (weights and bias): fed by a ReLU, it outputs "
-        "only negatives, so ReLU 3 never fires", "mlp", init.negative_constant_init, "monitor",
-        ("DEAD_UNITS",), culprit="3", module="2"),
-    Bug("large_init_exploding", "init",
-        "every weight 3x its He value in a 10-layer ReLU net without normalization",
-        "deep_net", init.large_init, "monitor", ("EXPLODING_ACTIVATIONS", "EXPLODING_GRADIENTS"),
-        culprit=None),
-    Bug("zero_init", "init",
-        "every weight matrix initialised to zero: the units of a layer are all alike and stay "
-        "so", "mlp", init.zero_init, "monitor", ("COLLAPSED_ACTIVATIONS",), culprit="0"),
-    Bug("deep_sigmoid_vanishing", "init",
-        "a 10-layer net with sigmoid activations: the gradient shrinks at every layer",
-        "deep_net", init.sigmoid_activations, "monitor", ("VANISHING_GRADIENTS",), culprit="0"),
+    Bug(name="negative_constant_init", kind="init", setup="mlp",
+        plant=init.negative_constant_init, module="2", probe="monitor", codes=("DEAD_UNITS",),
+        culprit="3",
+        description="layer 2 initialised to the constant -1 (weights and bias): fed by a "
+                    "ReLU, it outputs only negatives, so ReLU 3 never fires"),
+    Bug(name="large_init_exploding", kind="init", setup="deep_net", plant=init.large_init,
+        probe="monitor", codes=("EXPLODING_ACTIVATIONS", "EXPLODING_GRADIENTS"), culprit=None,
+        description="every weight 3x its He value in a 10-layer ReLU net without "
+                    "normalization"),
+    Bug(name="zero_init", kind="init", setup="mlp", plant=init.zero_init, probe="monitor",
+        codes=("COLLAPSED_ACTIVATIONS",), culprit="0",
+        description="every weight matrix initialised to zero: the units of a layer are all "
+                    "alike and stay so"),
+    Bug(name="deep_sigmoid_vanishing", kind="init", setup="deep_net",
+        plant=init.sigmoid_activations, probe="monitor", codes=("VANISHING_GRADIENTS",),
+        culprit="0",
+        description="a 10-layer net with sigmoid activations: the gradient shrinks at every "
+                    "layer"),
     # ------------------------------------------------------------------ numerics
-    Bug("softmax_without_max", "numerics",
-        "the loss computes exp(z) / sum(exp(z)) without subtracting max(z): exp overflows",
-        "confident_mlp", numerics.softmax_without_max, "monitor", ("NAN_LOSS",),
-        culprit="loss"),
-    Bug("log_without_epsilon", "numerics",
-        "the loss takes log(softmax(z)): a probability that underflows to 0 gives -inf",
-        "confident_mlp", numerics.log_without_epsilon, "monitor", ("NAN_LOSS",),
-        culprit="loss"),
+    Bug(name="softmax_without_max", kind="numerics", setup="confident_mlp",
+        plant=numerics.softmax_without_max, probe="monitor", codes=("NAN_LOSS",),
+        culprit="loss",
+        description="the loss computes exp(z) / sum(exp(z)) without subtracting max(z): exp "
+                    "overflows"),
+    Bug(name="log_without_epsilon", kind="numerics", setup="confident_mlp",
+        plant=numerics.log_without_epsilon, probe="monitor", codes=("NAN_LOSS",),
+        culprit="loss",
+        description="the loss takes log(softmax(z)): a probability that underflows to 0 "
+                    "gives -inf"),
     # ---------------------------------------------------------------------- data
-    Bug("unnormalized_inputs", "data", "inputs in raw units (x * 1000 + 500)", "mlp",
-        data.unnormalized_inputs, "validate_data", ("UNNORMALIZED_INPUT",), culprit="data"),
-    Bug("nonfinite_rows", "data", "three training rows hold NaN or inf", "mlp",
-        data.nonfinite_rows, "validate_data", ("DATA_NONFINITE",), culprit="data"),
-    Bug("train_test_duplicates", "data", "12 test examples are copies of training examples",
-        "mlp", data.train_test_duplicates, "validate_data", ("DATA_LEAKAGE",), culprit="data"),
-    Bug("label_imbalance", "data", "class 3 cut to 2 training examples (16:1)", "mlp",
-        data.label_imbalance, "validate_data", ("LABEL_IMBALANCE",), culprit="data"),
+    Bug(name="unnormalized_inputs", kind="data", setup="mlp", plant=data.unnormalized_inputs,
+        probe="validate_data", codes=("UNNORMALIZED_INPUT",), culprit="data",
+        description="inputs in raw units (x * 1000 + 500)"),
+    Bug(name="nonfinite_rows", kind="data", setup="mlp", plant=data.nonfinite_rows,
+        probe="validate_data", codes=("DATA_NONFINITE",), culprit="data",
+        description="three training rows hold NaN or inf"),
+    Bug(name="train_test_duplicates", kind="data", setup="mlp",
+        plant=data.train_test_duplicates, probe="validate_data", codes=("DATA_LEAKAGE",),
+        culprit="data", description="12 test examples are copies of training examples"),
+    Bug(name="label_imbalance", kind="data", setup="mlp", plant=data.label_imbalance,
+        probe="validate_data", codes=("LABEL_IMBALANCE",), culprit="data",
+        description="class 3 cut to 2 training examples (16:1)"),
 )
 
 

@@ -23,7 +23,7 @@ ERROR = "error"
 ALARMS = ("warning", "error")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Outcome:
     """One run: a bug (or a control) on one backend, what was found, and the verdict."""
 

@@ -2,6 +2,8 @@
 from .monitor import Monitor
 from .report import LayerSummary, MonitorReport, ParameterSummary
 from .settings import DEFAULT_EVERY, DEFAULT_WINDOW, Thresholds
+from .sinks import CSVSink, JSONLSink, Sink, TensorBoardSink, WandbSink
 
 __all__ = ["Monitor", "MonitorReport", "LayerSummary", "ParameterSummary", "Thresholds",
-           "DEFAULT_EVERY", "DEFAULT_WINDOW"]
+           "DEFAULT_EVERY", "DEFAULT_WINDOW", "Sink", "CSVSink", "JSONLSink", "TensorBoardSink",
+           "WandbSink"]

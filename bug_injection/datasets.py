@@ -20,7 +20,7 @@ class DataSet:
     test_y: np.ndarray
 
 
-def blobs(*, seed=0, train=128, test=64):
+def blobs(*, seed=0, train=1600, test=200):
     """``CLASSES`` Gaussian clusters in ``FEATURES`` dimensions, standardized on the train set."""
     rng = np.random.default_rng(seed)
     centers = rng.normal(0.0, 1.5, (CLASSES, FEATURES))

@@ -6,8 +6,7 @@ with the bench's optimizer. ``validate_data``: the bench's train and test sets.
 """
 from dataclasses import dataclass, field
 
-from diagnostics import check_gradients, preflight, validate_data
-from diagnostics.monitor import Monitor
+from diagnostics import Monitor, check_gradients, preflight, validate_data
 
 from .loop import train
 

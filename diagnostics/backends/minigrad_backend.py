@@ -55,6 +55,10 @@ class MinigradBackend(Backend):
 
     # ------------------------------------------------------------- statistics
     def activation_statistics(self, tensor, *, saturation=None):
+        with np.errstate(over="ignore", invalid="ignore"):   # inf/NaN are what we report
+            return self._activation_statistics(tensor, saturation)
+
+    def _activation_statistics(self, tensor, saturation):
         x = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)
         if x.size == 0 or not np.issubdtype(x.dtype, np.floating):
             return None
@@ -76,7 +80,8 @@ class MinigradBackend(Backend):
         if flat.size == 0:
             return (np.float64(0),) * 3
         magnitude = np.abs(flat)
-        return (np.dot(flat, flat), magnitude.sum(), magnitude.max())
+        with np.errstate(over="ignore", invalid="ignore"):
+            return (np.dot(flat, flat), magnitude.sum(), magnitude.max())
 
     def weight_sample(self, param, *, into=None):
         entries = self._strided(param)
@@ -87,8 +92,9 @@ class MinigradBackend(Backend):
 
     def update_statistics(self, param, before):
         now = self._strided(param)
-        delta = before - now
-        return (np.dot(delta, delta), np.dot(now, now))
+        with np.errstate(over="ignore", invalid="ignore"):
+            delta = before - now
+            return (np.dot(delta, delta), np.dot(now, now))
 
     def _strided(self, param):
         flat = param.data.reshape(-1)

@@ -86,7 +86,8 @@ class ActivationRecord:
         scale = max(abs(self.maximum), abs(self.minimum))
         if scale == 0:
             return 0.0
-        return float(np.max(self.unit_max - self.unit_min)) / scale
+        with np.errstate(invalid="ignore"):   # inf - inf: no evidence either way
+            return float(np.max(self.unit_max - self.unit_min)) / scale
 
 
 @dataclass

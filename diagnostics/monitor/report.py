@@ -1,5 +1,6 @@
 """``MonitorReport``: what a Monitor saw, as findings, tables and history; readable and JSON-ready."""
 import math
+import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -160,6 +161,9 @@ def _parameter_summaries(view, last_updates):
 
 
 # ------------------------------------------------------------------- display
+_WIDTH = 96
+
+
 def _number(value, width=9):
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-".rjust(width)
@@ -197,7 +201,13 @@ def _finding_lines(findings, steps):
     tally = ", ".join(f"{n} {s}{'s' if n > 1 else ''}" for s, n in counts.items() if n)
     lines = [f"{len(findings)} finding{'s' if len(findings) > 1 else ''} ({tally}):"]
     for finding in findings:
-        lines += ["  " + line for line in str(finding).splitlines()]
+        where = f" at {display_name(finding.location)}" if finding.location is not None else ""
+        lines.append(f"  [{finding.severity}] {finding.code}{where}")
+        lines += textwrap.wrap(finding.message, _WIDTH, initial_indent="      ",
+                               subsequent_indent="      ")
+        if finding.suggestion:
+            lines += textwrap.wrap(finding.suggestion, _WIDTH, initial_indent="      try: ",
+                                   subsequent_indent="           ")
     return lines
 
 

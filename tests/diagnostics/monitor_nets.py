@@ -6,6 +6,7 @@ seeding); everything else (nn layers, optimizers, parameter names) is the same A
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 
 import minigrad
 from diagnostics.monitor import Monitor
@@ -42,6 +43,17 @@ class Framework:
 
     def no_grad(self):
         return self.module.no_grad()
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Tiny nets run much faster on one thread when the cores are shared; restored after."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def frameworks():

@@ -96,11 +96,10 @@ def stale_gradients(view):
     incoming = sample.gradients.get(first.name)
     return [Finding(
         "STALE_GRADIENTS", "error", first.name,
-        f"at step {sample.step} backward added its gradient on top of the previous step's "
-        f"for {len(stale)} of {len(view.layout.trainable)} parameters: .grad of "
-        f"{first.name} held a gradient of norm {left.norm:.4g} before this step's "
-        f"(norm {incoming.norm if incoming else float('nan'):.4g}) arrived, so .grad = "
-        f"previous + new: zero_grad() is missing",
+        f"zero_grad() is missing: at step {sample.step}, .grad of {_share(stale, view)} "
+        f"still held the previous step's gradient (norm {left.norm:.3g} for {first.name}) "
+        f"when backward added the new one (norm "
+        f"{incoming.norm if incoming else float('nan'):.3g}), so .grad = previous + new",
         "call optimizer.zero_grad() (or model.zero_grad()) once per iteration, before "
         "loss.backward(); if you accumulate gradients over several batches on purpose, "
         "call Monitor.step() only after optimizer.step() and zero_grad() after it",
@@ -149,6 +148,11 @@ def _runs(params, chosen):
     if current:
         runs.append(current)
     return runs
+
+
+def _share(params, view):
+    total = len(view.layout.trainable)
+    return f"all {total} parameters" if len(params) == total else f"{len(params)} of {total} parameters"
 
 
 def _names(params, limit=4):

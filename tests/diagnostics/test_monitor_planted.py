@@ -1,0 +1,272 @@
+"""Each finding code fires, with its location, on a planted bug, on torch and on minigrad."""
+import numpy as np
+import pytest
+
+from diagnostics import Monitor
+from tests.diagnostics.monitor_nets import (FEATURES, batches, detached_net, frameworks, mlp,
+                                            teacher_data, train)
+from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+FRAMEWORKS = frameworks()
+
+
+def located(report, code):
+    """{location: severity} of the findings with ``code``."""
+    return {f.location: f.severity for f in report.findings if f.code == code}
+
+
+@pytest.fixture(params=FRAMEWORKS, ids=lambda fw: fw.name)
+def fw(request):
+    request.param.seed(0)
+    return request.param
+
+
+def test_missing_zero_grad_is_stale_within_two_steps(fw):
+    alerts = []
+    x, y = teacher_data(0)
+    model = mlp(fw, [FEATURES, 32, 32, 4])
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.1)
+    with Monitor(model, optimizer, on_finding=alerts.append) as monitor:   # default sampling
+        for step, (xb, yb) in enumerate(batches(x, y, steps=2)):
+            loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb))   # no zero_grad
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+    assert [a.code for a in alerts] == ["STALE_GRADIENTS"]
+    finding = alerts[0]
+    assert finding.severity == "error" and finding.location == "0.weight"
+    assert finding.evidence["step"] == 1
+    assert len(finding.evidence["parameters"]) == 6
+    assert finding.evidence["previous_norm"] > 0 and finding.evidence["incoming_norm"] > 0
+
+
+def test_zero_grad_that_fills_zeros_is_not_stale(fw):
+    x, y = teacher_data(0)
+    model = mlp(fw, [FEATURES, 32, 4])
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.1)
+    with Monitor(model, optimizer, every=1) as monitor:
+        for xb, yb in batches(x, y, steps=4):
+            optimizer.zero_grad(set_to_none=False)
+            loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb))
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+    assert "STALE_GRADIENTS" not in monitor.report().codes()
+
+
+def test_learning_rate_ten_diverges(fw):
+    report = train(fw, mlp(fw, [FEATURES, 32, 32, 4]), steps=80, lr=10)
+    assert located(report, "LOSS_DIVERGING") == {"loss": "error"}
+    assert "lower the learning rate 10x (lr=10 -> 1)" in next(
+        f.suggestion for f in report.findings if f.code == "LOSS_DIVERGING")
+
+
+@pytest.mark.parametrize("plant", ["negative bias", "constant negative weights"])
+def test_constant_negative_init_kills_relu_units(fw, plant):
+    model = mlp(fw, [FEATURES, 32, 32, 4])
+    x, y = teacher_data(0)
+    if plant == "negative bias":
+        fw.nn.init.constant_(model[0].bias, -10.0)
+    else:   # positive inputs, every weight and bias negative
+        fw.nn.init.constant_(model[0].weight, -0.5)
+        fw.nn.init.constant_(model[0].bias, -0.5)
+        x = np.abs(x)
+    report = train(fw, model, steps=20, data=(x, y))
+    dead = next(f for f in report.findings if f.code == "DEAD_UNITS" and f.location == "1")
+    assert dead.severity == "error"
+    assert dead.evidence["dead_units"] == dead.evidence["units"] == 32
+    assert "LeakyReLU" in dead.suggestion
+
+
+def test_twenty_sigmoid_layers_starve_the_first_layers(fw):
+    report = train(fw, mlp(fw, [FEATURES] + [32] * 19 + [4], "Sigmoid"), steps=12)
+    finding = next(f for f in report.findings if f.code == "VANISHING_GRADIENTS")
+    assert finding.location == "0"     # the earliest layer in the model's own order
+    flow = list(finding.evidence["gradient_rms"].values())
+    assert flow[0] < 1e-4 * max(flow)
+    assert "residual" in finding.suggestion
+    assert "PARAMS_NOT_UPDATING" not in report.codes()
+
+
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid:RuntimeWarning")
+def test_twenty_layers_with_too_large_init_explode(fw):
+    model = mlp(fw, [FEATURES] + [32] * 19 + [4])
+    for layer in model:
+        if hasattr(layer, "weight"):
+            fw.nn.init.normal_(layer.weight, 0.0, 1.0)
+    report = train(fw, model, steps=12, lr=0.01)
+    assert "EXPLODING_GRADIENTS" in report.codes()
+    assert located(report, "EXPLODING_ACTIVATIONS")
+    exploding = [f for f in report.findings if f.code == "EXPLODING_GRADIENTS"]
+    assert any("clip_grad_norm_" in f.suggestion for f in exploding)
+
+
+def test_exploding_gradients_suggest_a_clip_value_from_the_history(fw):
+    model = mlp(fw, [FEATURES, 32, 4])
+    x, y = teacher_data(0)
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.05)
+    with Monitor(model, optimizer, every=1) as monitor:
+        for step, (xb, yb) in enumerate(batches(x, y, steps=12)):
+            optimizer.zero_grad()
+            scale = 1e6 if step == 11 else 1.0   # a loss spike: gradients 10^6 times larger
+            loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb)) * scale
+            loss.backward()
+            monitor.step(loss)
+    finding = next(f for f in monitor.report().findings if f.code == "EXPLODING_GRADIENTS")
+    norms = monitor.history.column("gradient_norm")[:11]
+    assert finding.evidence["suggested_clip"] == pytest.approx(np.percentile(norms, 10))
+    assert f"max_norm={finding.evidence['suggested_clip']:.3g}" in finding.suggestion
+
+
+def test_optimizer_over_another_models_parameters(fw):
+    model, other = mlp(fw, [FEATURES, 32, 4]), mlp(fw, [FEATURES, 32, 4])
+    report = train(fw, model, steps=12, optimizer=fw.optim.SGD(other.parameters(), lr=0.1))
+    finding = next(f for f in report.findings if f.code == "PARAMS_NOT_UPDATING")
+    assert finding.location is None and finding.severity == "error"
+    assert sorted(finding.evidence["not_in_optimizer"]) == sorted(
+        name for name, _ in model.named_parameters())
+    assert "does not hold them" in finding.message
+
+
+def test_parameters_left_out_of_the_optimizer(fw):
+    model = mlp(fw, [FEATURES, 32, 4])
+    optimizer = fw.optim.SGD(model[2].parameters(), lr=0.1)   # the first layer forgotten
+    report = train(fw, model, steps=12, optimizer=optimizer)
+    finding = next(f for f in report.findings if f.code == "PARAMS_NOT_UPDATING")
+    assert finding.location == "0"
+    assert finding.evidence["parameters"] == ["0.weight", "0.bias"]
+
+
+def test_detach_in_the_middle_of_forward(fw):
+    report = train(fw, detached_net(fw), steps=12)
+    assert located(report, "NO_GRADIENT") == {"fc1": "warning"}
+    finding = next(f for f in report.findings if f.code == "NO_GRADIENT")
+    assert finding.evidence["parameters"] == ["fc1.weight", "fc1.bias"]
+
+
+def test_frozen_parameters_in_the_optimizer_are_reported_as_info(fw):
+    model = mlp(fw, [FEATURES, 32, 4])
+    model[0].weight.requires_grad = False
+    report = train(fw, model, steps=4)
+    finding = next(f for f in report.findings if f.code == "NO_GRADIENT")
+    assert finding.severity == "info" and finding.evidence["parameters"] == ["0.weight"]
+
+
+def test_shuffled_labels_sit_at_chance_on_a_plateau(fw):
+    report = train(fw, mlp(fw, [FEATURES, 32, 32, 4]), steps=150, lr=0.05,
+                   shuffle_labels=True, data=teacher_data(0, n=4096))
+    at_chance = next(f for f in report.findings if f.code == "LOSS_AT_CHANCE")
+    assert at_chance.evidence["chance_loss"] == pytest.approx(np.log(4))
+    assert at_chance.evidence["classes"] == 4
+    assert "LOSS_PLATEAU" in report.codes()
+
+
+def test_inputs_scaled_by_a_thousand(fw):
+    report = train(fw, mlp(fw, [FEATURES, 32, 32, 4]), steps=12, lr=0.001, scale=1000)
+    finding = next(f for f in report.findings if f.code == "UNNORMALIZED_INPUT")
+    assert finding.location == "data" and finding.evidence["std"] > 500
+    assert located(report, "EXPLODING_ACTIVATIONS") == {"0": "warning"}
+
+
+def test_evaluation_pass_in_training_mode(fw):
+    nn = fw.nn
+    model = nn.Sequential(nn.Linear(FEATURES, 32), nn.ReLU(), nn.Dropout(0.2),
+                          nn.Linear(32, 4))
+    report = train(fw, model, steps=6, eval_every=5)
+    finding = next(f for f in report.findings if f.code == "TRAIN_MODE_AT_EVAL")
+    assert finding.location == "2" and finding.evidence["modules"] == ["2"]
+    assert "model.eval()" in finding.suggestion
+
+
+def test_evaluation_after_model_eval_is_quiet(fw):
+    nn = fw.nn
+    model = nn.Sequential(nn.Linear(FEATURES, 32), nn.BatchNorm1d(32), nn.ReLU(),
+                          nn.Linear(32, 4))
+    x, y = teacher_data(0)
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.1)
+    with Monitor(model, optimizer, every=1) as monitor:
+        for xb, yb in batches(x, y, steps=6):
+            model.train()
+            optimizer.zero_grad()
+            loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb))
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+            model.eval()
+            with fw.no_grad():
+                model(fw.inputs(x[:32]))
+    assert "TRAIN_MODE_AT_EVAL" not in monitor.report().codes()
+
+
+def test_tanh_with_large_weights_saturates(fw):
+    model = mlp(fw, [FEATURES, 32, 32, 4], "Tanh")
+    for layer in model:
+        if hasattr(layer, "weight"):
+            fw.nn.init.normal_(layer.weight, 0.0, 3.0)
+    report = train(fw, model, steps=12, lr=0.01)
+    assert set(located(report, "SATURATED_ACTIVATIONS")) == {"1", "3"}
+
+
+def test_zero_weights_collapse_a_layer(fw):
+    model = mlp(fw, [FEATURES, 32, 32, 4])
+    fw.nn.init.zeros_(model[2].weight)
+    report = train(fw, model, steps=12, lr=0.0)
+    assert located(report, "COLLAPSED_ACTIVATIONS") == {"2": "warning"}
+
+
+def test_nan_in_the_data(fw):
+    x, y = teacher_data(0)
+    x = x.copy()
+    x[:, 3] = np.nan
+    report = train(fw, mlp(fw, [FEATURES, 16, 4]), steps=8, data=(x, y))
+    assert located(report, "DATA_NONFINITE") == {"data": "error"}
+    assert located(report, "NAN_LOSS") == {"loss": "error"}
+    nan = next(f for f in report.findings if f.code == "NAN_LOSS")
+    assert nan.evidence["step"] == 0 and "log_softmax" in nan.suggestion
+
+
+def test_kept_loss_tensors_with_retained_graphs(fw):
+    x, y = teacher_data(0)
+    model = mlp(fw, [FEATURES, 16, 4])
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.1)
+    kept = []
+    with Monitor(model, optimizer, every=1) as monitor:
+        for xb, yb in batches(x, y, steps=5):
+            optimizer.zero_grad()
+            loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb))
+            loss.backward(retain_graph=True)
+            optimizer.step()
+            monitor.step(loss)
+            kept.append(loss)            # the bug: a tensor with its graph, not loss.item()
+    finding = next(f for f in monitor.report().findings if f.code == "GRAPH_RETAINED")
+    assert finding.severity == "error" and finding.evidence["saved_activations_alive"]
+    assert "loss.item()" in finding.suggestion
+
+
+def test_kept_losses_after_a_plain_backward_are_a_warning(fw):
+    x, y = teacher_data(0)
+    model = mlp(fw, [FEATURES, 16, 4])
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.1)
+    kept = []
+    with Monitor(model, optimizer, every=1) as monitor:
+        for xb, yb in batches(x, y, steps=5):
+            optimizer.zero_grad()
+            loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb))
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+            kept.append(loss)
+    finding = next(f for f in monitor.report().findings if f.code == "GRAPH_RETAINED")
+    assert finding.severity == "warning"
+    assert not finding.evidence["saved_activations_alive"]
+
+
+def test_alerts_come_once_per_finding(fw):
+    alerts = []
+    report = train(fw, mlp(fw, [FEATURES, 32, 4]), steps=12, zero_grad=False,
+                   monitor_options={"on_finding": alerts.append})
+    codes = [a.code for a in alerts]
+    assert codes.count("STALE_GRADIENTS") == 1
+    assert {(a.code, a.location) for a in alerts} == {(f.code, f.location)
+                                                       for f in report.findings}

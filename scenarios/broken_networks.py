@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from diagnostics import check_gradients, find_lr, overfit_one_batch, preflight
-from diagnostics.monitor import Monitor
+from diagnostics import Monitor, check_gradients, find_lr, overfit_one_batch, preflight
 
 from . import digits
 from .result import ScenarioResult

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import torch
 
-from diagnostics.monitor import Monitor
+from diagnostics import Monitor
 
 from . import digits
 from .result import ScenarioResult

@@ -2,7 +2,7 @@
 
 A torch MLP on digits whose hidden biases were pushed to -3 (what one huge bad update does):
 most units output zero on every example, get no gradient, and stay dead, so training goes
-nowhere. The same net, revived (fresh incoming weights for dead units, zero outgoing weights,
+nowhere, and the ``Monitor`` says so (DEAD_UNITS). The same net, revived (fresh incoming weights for dead units, zero outgoing weights,
 optimizer moments reset), trains. Both runs start from the same weights and take the same steps.
 """
 import copy
@@ -10,7 +10,7 @@ import copy
 import numpy as np
 import torch
 
-from diagnostics import revive_dead_units
+from diagnostics import Monitor, revive_dead_units
 
 from . import digits
 from .result import ScenarioResult
@@ -55,20 +55,27 @@ def run(*, fast=False):
 
         result.section(f"training it as it is ({epochs} epochs, SGD lr={LR}, momentum 0.9)")
         optimizer = torch.optim.SGD(dead_model.parameters(), lr=LR, momentum=0.9)
-        before = _train(dead_model, optimizer, x, y, epochs=epochs)
+        before, dead_before = _train(dead_model, optimizer, x, y, epochs=epochs)
         result.say(_outcome(before, dead_model, x, x_test, y_test))
+        result.say("\n".join(["the Monitor during that training:"]
+                             + [str(f) for f in dead_before]))
 
         result.section("revive_dead_units(model, x_train, optimizer=optimizer), then the same "
                        "training")
         optimizer = torch.optim.SGD(revived_model.parameters(), lr=LR, momentum=0.9)
         report = revive_dead_units(revived_model, x, optimizer=optimizer)
         result.say(report)
-        after = _train(revived_model, optimizer, x, y, epochs=epochs)
+        after, dead_after = _train(revived_model, optimizer, x, y, epochs=epochs)
         result.say(_outcome(after, revived_model, x, x_test, y_test))
+        result.say("the Monitor during that training: "
+                   + (", ".join(str(f) for f in dead_after) or "no DEAD_UNITS"))
 
         result.check("over 70% of the units are dead before revival",
                      report.dead_fraction_before > 0.7,
                      f"{report.dead_fraction_before:.0%} of {report.units}")
+        flagged = sorted(f.location for f in dead_before if f.severity != "info")
+        result.check("the Monitor flags the dead layers while the net trains as it is",
+                     "3" in flagged, f"DEAD_UNITS at {flagged}")
         result.check("without revival the net does not train (loss stays within 5% of its "
                      "start)", before[-1] > 0.95 * start_loss,
                      f"loss {start_loss:.4f} -> {before[-1]:.4f}")
@@ -76,6 +83,9 @@ def run(*, fast=False):
                      f"{report.dead_fraction_after:.0%}")
         result.check("revival leaves the output unchanged at that moment",
                      report.output_change <= 1e-6, f"max change {report.output_change:.2g}")
+        result.check("after revival the Monitor reports no dead layer",
+                     not [f for f in dead_after if f.severity != "info"],
+                     f"DEAD_UNITS at {sorted(f.location for f in dead_after)}")
         accuracy = _accuracy(revived_model, x_test, y_test)
         result.check("after revival it trains: loss below half its start, test accuracy "
                      "over 80%", after[-1] < 0.5 * start_loss and accuracy > 0.8,
@@ -84,18 +94,23 @@ def run(*, fast=False):
 
 
 def _train(model, optimizer, x, y, *, epochs):
-    """Minibatch SGD; the full-batch training loss after each epoch."""
+    """Minibatch SGD under a Monitor; the full-batch training loss after each epoch, and the
+    Monitor's DEAD_UNITS findings."""
     generator = torch.Generator().manual_seed(SEED)
     losses = []
-    for _ in range(epochs):
-        order = torch.randperm(len(x), generator=generator)
-        for start in range(0, len(x), BATCH):
-            batch = order[start:start + BATCH]
-            optimizer.zero_grad()
-            torch.nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
-            optimizer.step()
-        losses.append(_loss(model, x, y))
-    return losses
+    with Monitor(model, optimizer) as monitor:
+        for _ in range(epochs):
+            order = torch.randperm(len(x), generator=generator)
+            for start in range(0, len(x), BATCH):
+                batch = order[start:start + BATCH]
+                optimizer.zero_grad()
+                loss = torch.nn.functional.cross_entropy(model(x[batch]), y[batch])
+                loss.backward()
+                optimizer.step()
+                monitor.step(loss)
+            losses.append(_loss(model, x, y))
+        dead = [f for f in monitor.report().findings if f.code == "DEAD_UNITS"]
+    return losses, dead
 
 
 def _loss(model, x, y):

@@ -50,7 +50,7 @@ SETUPS = {
     "cnn": Setup("cnn", "images", "cross_entropy"),
     "layer_norm_net": Setup("layer_norm_net", "blobs", "cross_entropy"),
     "batch_norm_net": Setup("batch_norm_net", "blobs", "cross_entropy"),
-    "deep_net": Setup("deep_net", "blobs", "cross_entropy", Loop(lr=0.02)),
+    "deep_net": Setup("deep_net", "blobs", "cross_entropy", Loop(lr=0.05)),
 }
 
 

@@ -1,8 +1,8 @@
 """Run one of gradhunt's diagnostics on a bench, the way a user would, and collect its findings.
 
 ``gradcheck``: ``check_gradients`` on the first rows of the training set. ``monitor``: the
-reference training loop with a ``Monitor`` attached. ``preflight``: the checklist on one batch
-with the bench's optimizer. ``validate_data``: the bench's train and test sets.
+reference training loop with a ``Monitor`` attached. ``preflight``: the checklist on one training
+batch with the bench's optimizer. ``validate_data``: the bench's train and test sets.
 """
 from dataclasses import dataclass, field
 
@@ -11,7 +11,6 @@ from diagnostics import Monitor, check_gradients, preflight, validate_data
 from .loop import train
 
 GRADCHECK_ROWS = 8
-PREFLIGHT_ROWS = 32
 MONITOR_EVERY, MONITOR_WINDOW = 1, 20
 
 
@@ -51,8 +50,9 @@ def _monitor(bench):
 
 
 def _preflight(bench):
-    report = preflight(bench.model, bench.loss_fn, bench.train_x[:PREFLIGHT_ROWS],
-                       bench.train_y[:PREFLIGHT_ROWS], optimizer=bench.optimizer)
+    rows = bench.loop.batch_size
+    report = preflight(bench.model, bench.loss_fn, bench.train_x[:rows], bench.train_y[:rows],
+                       optimizer=bench.optimizer)
     return Diagnosis("preflight", list(report.findings), report)
 
 

@@ -140,7 +140,7 @@ class WandbSink(Sink):
                   if column != "step" and column in row and math.isfinite(row[column])}
         for name, array in (histograms or {}).items():
             values[name] = self._wandb.Histogram(array)
-        self.run.log(values, step=int(row["step"]))
+        self.run.log(values, step=int(row["step"]), commit=True)
 
     def close(self):
         if self.run is not None and self._owns_run:

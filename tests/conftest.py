@@ -7,3 +7,10 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", deadline=None, max_examples=60)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+try:  # the tests use tiny tensors: thread pools only fight over the cores
+    import torch
+except ImportError:  # minigrad's own tests run without torch
+    torch = None
+else:
+    torch.set_num_threads(1)

@@ -52,13 +52,11 @@ def test_hunt_covers_catalogue_and_controls_and_is_json_ready(result):
     assert result.score().startswith(f"score: {data['bugs_found']}/{len(CASES)} planted bugs")
 
 
-GRADIENT_BUGS = [bug for bug in catalog() if bug.kind == "gradient"]
-
-
-@settings(max_examples=8)
-@given(bug=st.sampled_from(GRADIENT_BUGS), backend=st.sampled_from(BACKENDS),
+@settings(max_examples=10)
+@given(bug=st.sampled_from(catalog()), backend=st.sampled_from(BACKENDS),
        seed=st.integers(1, 2**16))
-def test_gradient_bugs_are_localized_at_any_seed(bug, backend, seed):
+def test_bugs_are_found_at_other_seeds(bug, backend, seed):
+    """Other weights and data than the hunt's seed 0: still found and localized."""
     with single_threaded_torch(BACKENDS):
         outcome = run_bug(bug, make_bench(bug.setup, backend, seed=seed))
     assert outcome.verdict == FOUND, (outcome.found, outcome.message)

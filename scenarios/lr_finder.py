@@ -6,6 +6,9 @@ scikit-learn's digits as 8x8 images. ``find_lr`` sweeps the learning rate for SG
 momentum; the sweep goes to a CSV, and ``scenarios/plot_lr_csv.py`` draws the curve from that
 CSV alone. The suggestion is then judged by what it does: the same initial net is trained with
 it, with the other methods' suggestions and with a hand-tuned grid, and the results compared.
+
+ResNet-18 on CIFAR-10 is a GPU workload (it runs on CUDA when available); on a CPU use
+``fast=True`` (a ResNet-18-style net of width 8 on 2,000 images: minutes, not hours).
 """
 from dataclasses import dataclass
 
@@ -37,6 +40,7 @@ class Plan:
     judge_epochs: int
     batch: int = 64
     judge_default_only: bool = False   # judge only the default suggestion (against the grid)
+    min_accuracy: float = 0.5          # "it learns" in the judging budget: test accuracy above
     train_limit: int | None = None
     test_limit: int | None = None
 
@@ -47,9 +51,9 @@ def plan_for(*, fast, cifar10=None):
                     judge_epochs=2 if fast else 3, judge_default_only=fast)
     if fast:
         return Plan("CIFAR-10", width=8, sweep_steps=30, judge_epochs=1, train_limit=2000,
-                    test_limit=1000, judge_default_only=True)
+                    test_limit=1000, judge_default_only=True, min_accuracy=0.2)
     return Plan("CIFAR-10", width=64, sweep_steps=100, judge_epochs=1, train_limit=10000,
-                test_limit=2000)
+                test_limit=2000, min_accuracy=0.2)
 
 
 def run(*, fast=False, out_dir=None, cifar10=None, device=None):
@@ -162,8 +166,9 @@ def _judge(result, plan, sweep, data, device):
     loss, accuracy = outcomes[(f"find_lr {sweep.method}", suggestion)]
     best_lr, (best, _) = min(((lr, outcome) for (label, lr), outcome in outcomes.items()
                               if label == "hand-tuned"), key=lambda item: item[1][0])
-    result.check("training with the suggestion learns (test accuracy over 50%, chance 10%)",
-                 accuracy > 0.5, f"test accuracy {accuracy:.1%}")
+    result.check(f"training with the suggestion learns (test accuracy over "
+                 f"{plan.min_accuracy:.0%}, chance 10%)", accuracy > plan.min_accuracy,
+                 f"test accuracy {accuracy:.1%}")
     result.check("the suggestion trains about as well as the best hand-tuned value (last-epoch "
                  "loss within 2x)", loss <= 2 * best,
                  f"suggestion {loss:.4g}, best hand-tuned (lr {best_lr:g}) {best:.4g}")

@@ -63,7 +63,7 @@ def _inject_command(args):
 
     injection = inject(get_bug(args.name), args.backend)
     print(render_injection(injection))
-    return 0 if injection.outcome.ok and not injection.leftovers else 1
+    return 0 if injection.outcome.ok and injection.reverted else 1
 
 
 def _show_progress(done, total, outcome):

@@ -16,6 +16,7 @@ from .bench import make_bench
 from .catalog import catalog
 from .diagnose import run_probe
 from .models import BACKENDS
+from .state import changes, snapshot
 
 FOUND, MISPLACED, MISSED = "found", "misplaced", "missed"
 CLEAN, FALSE_ALARM = "clean", "false alarm"
@@ -40,6 +41,7 @@ class Outcome:
     code: str = ""               # the deciding finding's code
     message: str = ""            # the deciding finding's message, or the error
     warnings: list = field(default_factory=list)
+    leftovers: list = field(default_factory=list)   # patches still in place after the run
     diagnosis: object = None     # the probe's Diagnosis (not in to_dict)
 
     @property
@@ -51,8 +53,8 @@ class Outcome:
                 "probe": self.probe, "setup": self.setup, "codes": list(self.codes),
                 "found": self.found, "expected": self.expected, "verdict": self.verdict,
                 "ok": self.ok, "seconds": round(self.seconds, 3), "code": self.code,
-                "message": self.message,
-                "warnings": list(self.warnings)}
+                "message": self.message, "warnings": list(self.warnings),
+                "leftovers": list(self.leftovers)}
 
 
 @dataclass
@@ -119,16 +121,24 @@ def hunt(*, bugs=None, backends=BACKENDS, controls=True, progress=None):
 
 
 def run_bug(bug, bench):
-    """Plant ``bug`` in ``bench`` (a fresh one of ``bug.setup``), run its probe and judge."""
+    """Plant ``bug`` in ``bench`` (a fresh one of ``bug.setup``), run its probe and judge.
+
+    Afterwards nothing may stay patched (values and modes may differ: the probe may train);
+    a leftover patch makes the verdict "error"."""
     def diagnose():
         with bug.planted(bench):
             return run_probe(bug.probe, bench)
 
+    before = snapshot(bench)
     outcome = _run(bug.name, bug.kind, bench, bug.probe, bug.expected, diagnose)
     if outcome.diagnosis is not None:
         outcome.verdict, outcome.found, hit = judge(bug, outcome.diagnosis)
         if hit is not None:
             outcome.code, outcome.message = hit.code, hit.message
+    outcome.leftovers = changes(before, snapshot(bench), values=False)
+    if outcome.leftovers:
+        outcome.verdict = ERROR
+        outcome.message = "still patched after the run: " + "; ".join(outcome.leftovers)
     return outcome
 
 

@@ -13,8 +13,7 @@ class Injection:
     bench: object
     planted: list        # what the plant changed, in words
     reverted: bool       # the bench exactly as before once the plant was taken out
-    outcome: object      # the hunt's Outcome for this run (verdict, diagnosis)
-    leftovers: list      # patches still in place after the diagnosis (must be empty)
+    outcome: object      # the hunt's Outcome for this run (verdict, diagnosis, leftovers)
 
 
 def inject(bug, backend, *, seed=0):
@@ -26,8 +25,7 @@ def inject(bug, backend, *, seed=0):
     reverted = not changes(before, snapshot(bench))
     with single_threaded_torch((backend,)):
         outcome = run_bug(bug, bench)
-    leftovers = changes(before, snapshot(bench), values=False)
-    return Injection(bug, bench, planted, reverted, outcome, leftovers)
+    return Injection(bug, bench, planted, reverted, outcome)
 
 
 def render(injection):
@@ -52,9 +50,9 @@ def render(injection):
               f"   Verdict: {outcome.verdict.upper()}"]
     if outcome.warnings:
         lines.append(f"   (warnings raised during the run: {'; '.join(outcome.warnings)})")
-    lines += ["", "6. After the run: "
-              + ("nothing stays patched." if not injection.leftovers else
-                 "STILL PATCHED: " + "; ".join(injection.leftovers))]
+    leftovers = outcome.leftovers
+    lines += ["", "6. After the run: " + ("nothing stays patched." if not leftovers else
+                                          "STILL PATCHED: " + "; ".join(leftovers))]
     return "\n".join(lines)
 
 

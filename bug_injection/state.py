@@ -97,11 +97,16 @@ def _namespaces():
         modules.append(importlib.import_module("torch.nn.functional"))
     spaces = {}
     for module in modules:
-        spaces[module.__name__] = dict(vars(module))
+        spaces[module.__name__] = _public(vars(module))
         for value in vars(module).values():
             if isinstance(value, type) and value.__module__ == module.__name__:
-                spaces[f"{module.__name__}.{value.__name__}"] = dict(vars(value))
+                spaces[f"{module.__name__}.{value.__name__}"] = _public(vars(value))
     return spaces
+
+
+def _public(namespace):
+    """``namespace`` without dunder entries (``__warningregistry__`` comes and goes)."""
+    return {k: v for k, v in namespace.items() if not (k.startswith("__") and k.endswith("__"))}
 
 
 def _dict_changes(owner, before, after):

@@ -62,6 +62,21 @@ def test_bugs_are_found_at_other_seeds(bug, backend, seed):
     assert outcome.verdict == FOUND, (outcome.found, outcome.message)
 
 
+def test_a_patch_left_behind_makes_the_run_an_error():
+    import contextlib
+    import dataclasses
+    import types
+
+    def leaky(bench):
+        bench.loss_fn.forward = types.MethodType(lambda self, out, y: out, bench.loss_fn)
+        return contextlib.nullcontext()
+
+    bug = dataclasses.replace(get_bug("nonfinite_rows"), plant=leaky)
+    outcome = run_bug(bug, make_bench("mlp", "minigrad"))
+    assert outcome.verdict == "error"
+    assert outcome.message.startswith("still patched after the run: module <loss_fn>.forward")
+
+
 def _finding(code, location):
     return Finding(code, "error", location, "message")
 

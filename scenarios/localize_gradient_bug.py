@@ -104,8 +104,8 @@ def run(*, fast=False, out_dir=None):
         log = _MarkdownLog()
         log.intro(build_model(LinearFunction), len(inputs))
         for case in CASES:
-            _hunt(result, log, case, loss_fn, inputs, targets, fast=fast)
-        _verify_fix(result, log, loss_fn, inputs, targets)
+            _hunt(result, log, case, batch=(loss_fn, inputs, targets), fast=fast)
+        _verify_fix(result, log, batch=(loss_fn, inputs, targets))
         path = folder / LOG_FILE
         path.write_text(log.text())
         result.files["debugging log"] = str(path)
@@ -117,7 +117,8 @@ def run(*, fast=False, out_dir=None):
     return result
 
 
-def _hunt(result, log, case, loss_fn, inputs, targets, *, fast):
+def _hunt(result, log, case, *, batch, fast):
+    loss_fn, inputs, targets = batch
     model = build_model(case.function)
     report = check_gradients(model, loss_fn, inputs, targets)
     result.section(f"planted: {case.title} in layer '{PLANTED}'")
@@ -141,7 +142,8 @@ def _hunt(result, log, case, loss_fn, inputs, targets, *, fast):
     log.case(case, report, full)
 
 
-def _verify_fix(result, log, loss_fn, inputs, targets):
+def _verify_fix(result, log, *, batch):
+    loss_fn, inputs, targets = batch
     report = check_gradients(build_model(LinearFunction), loss_fn, inputs, targets)
     result.section("fixed: the correct backward")
     result.say(report)

@@ -80,7 +80,7 @@ def run(*, fast=False, out_dir=None, cifar10=None, device=None):
         suggestion = sweep.suggestion
         result.say(f"suggested learning rate: {_lr_text(suggestion)} ({sweep.method})")
         _save(result, sweep, folder)
-        _judge(result, plan, sweep, (x, y, x_test, y_test), device)
+        _judge(result, plan, sweep, data=(x, y, x_test, y_test), device=device)
     return result
 
 
@@ -135,7 +135,7 @@ def _save(result, sweep, folder):
                  signature == b"\x89PNG\r\n\x1a\n", str(image_path))
 
 
-def _judge(result, plan, sweep, data, device):
+def _judge(result, plan, sweep, *, data, device):
     """Train the same initial net with each learning rate and compare.
 
     The measure is the mean minibatch loss over the last epoch (what a progress bar shows;
@@ -157,7 +157,8 @@ def _judge(result, plan, sweep, data, device):
     lines = [f"training the same initial net {plan.judge_epochs} epoch(s) with each learning "
              f"rate (SGD, momentum {MOMENTUM}):"]
     for label, lr in candidates:
-        loss, accuracy = _train(plan, x.shape[1], device, lr, (x, y, x_test, y_test))
+        loss, accuracy = _train(plan, lr, channels=x.shape[1], device=device,
+                                data=(x, y, x_test, y_test))
         outcomes[(label, lr)] = (loss, accuracy)
         mark = "  <- suggestion" if label == f"find_lr {sweep.method}" else ""
         lines.append(f"  {label:<20} lr {lr:<9.3g} last-epoch loss {loss:>9.4g}  "
@@ -174,7 +175,7 @@ def _judge(result, plan, sweep, data, device):
                  f"suggestion {loss:.4g}, best hand-tuned (lr {best_lr:g}) {best:.4g}")
 
 
-def _train(plan, channels, device, lr, data):
+def _train(plan, lr, *, channels, device, data):
     """``(mean minibatch loss over the last epoch, test accuracy)`` after
     ``plan.judge_epochs`` epochs."""
     x, y, x_test, y_test = data

@@ -61,7 +61,8 @@ def run(*, fast=False):
         worst = 0.0
         for label, builder, loss, images in PAIRS:
             for seed in seeds:
-                report = _compare(builder, builder, loss, images, split, seed=seed, batch=batch)
+                report = _compare(builder, builder, loss, images=images, split=split,
+                                  seed=seed, batch=batch)
                 result.section(f"{label} (seed {seed}, batch {batch})")
                 result.say(report)
                 largest = max(p.max_abs_error for p in report.parameters)
@@ -72,8 +73,8 @@ def run(*, fast=False):
         result.say(f"largest absolute difference of any gradient element, over all nets and "
                    f"seeds: {worst:.1e} (a relative error means little where both gradients "
                    f"are rounding noise, like a conv bias right before batch norm)")
-        report = _compare(mlp_with_planted_bug, mlp, "cross_entropy", False, split, seed=0,
-                          batch=batch)
+        report = _compare(mlp_with_planted_bug, mlp, "cross_entropy", images=False,
+                          split=split, seed=0, batch=batch)
         result.section("control: minigrad's layer '2' returns its weight gradient transposed")
         result.say(report)
         disagree = [p.name for p in report.parameters if not p.passed]
@@ -82,7 +83,7 @@ def run(*, fast=False):
     return result
 
 
-def _compare(minigrad_builder, torch_builder, loss, images, split, *, seed, batch):
+def _compare(minigrad_builder, torch_builder, loss, *, images, split, seed, batch):
     minigrad.manual_seed(seed)
     minigrad_model = minigrad_builder(minigrad.nn)
     with torch.random.fork_rng():

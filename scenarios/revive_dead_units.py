@@ -56,7 +56,7 @@ def run(*, fast=False):
         result.section(f"training it as it is ({epochs} epochs, SGD lr={LR}, momentum 0.9)")
         optimizer = torch.optim.SGD(dead_model.parameters(), lr=LR, momentum=0.9)
         before, dead_before = _train(dead_model, optimizer, x, y, epochs=epochs)
-        result.say(_outcome(before, dead_model, x, x_test, y_test))
+        result.say(_outcome(before, dead_model, x, test=(x_test, y_test)))
         result.say("\n".join(["the Monitor during that training:"]
                              + [str(f) for f in dead_before]))
 
@@ -66,7 +66,7 @@ def run(*, fast=False):
         report = revive_dead_units(revived_model, x, optimizer=optimizer)
         result.say(report)
         after, dead_after = _train(revived_model, optimizer, x, y, epochs=epochs)
-        result.say(_outcome(after, revived_model, x, x_test, y_test))
+        result.say(_outcome(after, revived_model, x, test=(x_test, y_test)))
         result.say("the Monitor during that training: "
                    + (", ".join(str(f) for f in dead_after) or "no DEAD_UNITS"))
 
@@ -144,7 +144,8 @@ def _dead_recorder(fractions, name):
     return record
 
 
-def _outcome(losses, model, x, x_test, y_test):
+def _outcome(losses, model, x, *, test):
+    x_test, y_test = test
     shares = ", ".join(f"'{n}' {s:.0%}" for n, s in _dead_fractions(model, x).items())
     curve = ", ".join(f"{loss:.3f}" for loss in losses)
     return (f"training loss after each epoch: {curve}\n"

@@ -224,11 +224,12 @@ def _normalisation(x):
     """Per-feature (per channel for images) mean and std over the finite training values."""
     if x.dtype.kind == "b":
         return []
-    mean, std = _feature_stats(_feature_matrix(x))
+    mean, std, single_valued = _feature_stats(_feature_matrix(x))
     known = np.isfinite(mean) & np.isfinite(std)
-    constant = np.flatnonzero(known & (std == 0))
-    off = np.flatnonzero(known & (std > 0) & ((np.abs(mean) > MEAN_LIMIT) | (std < STD_LIMITS[0])
-                                              | (std > STD_LIMITS[1])))
+    constant = np.flatnonzero(known & single_valued)
+    varying = known & ~single_valued
+    off = np.flatnonzero(varying & ((np.abs(mean) > MEAN_LIMIT) | (std < STD_LIMITS[0])
+                                    | (std > STD_LIMITS[1])))
     findings = []
     if len(off):
         worst = off[np.argsort(-np.abs(mean[off]) - std[off])]
@@ -236,7 +237,7 @@ def _normalisation(x):
             "UNNORMALIZED_INPUT", "warning", "data",
             f"{len(off)} of {len(mean)} {_feature_word(x)}s are far from zero mean and unit "
             f"variance (means {mean[known].min():.3g} to {mean[known].max():.3g}, stds "
-            f"{std[known & (std > 0)].min():.3g} to {std[known].max():.3g}; e.g. "
+            f"{std[varying].min():.3g} to {std[known].max():.3g}; e.g. "
             f"{_feature_word(x)}s {_examples(worst)})",
             "standardise with the training set's per-feature mean and std (the same numbers "
             "for validation and test)",
@@ -263,13 +264,18 @@ def _feature_matrix(x):
 
 
 def _feature_stats(features):
-    """Per-column mean and std in float64, over the finite values only."""
+    """Per-column mean, std (float64) and whether the column holds one value, over finite values.
+
+    "Constant" compares each column's extremes: a std computed from a value like 0.1 that
+    float64 cannot hold exactly comes out near 1e-16, not 0.
+    """
     if features.dtype.kind != "f" or np.isfinite(features).all():
-        return (features.mean(axis=0, dtype=np.float64),
-                features.std(axis=0, dtype=np.float64))
+        return (features.mean(axis=0, dtype=np.float64), features.std(axis=0, dtype=np.float64),
+                features.max(axis=0) == features.min(axis=0))
     values = np.where(np.isfinite(features), features.astype(np.float64), np.nan)
     with np.errstate(all="ignore"), _quiet_empty_slices():
-        return np.nanmean(values, axis=0), np.nanstd(values, axis=0)
+        return (np.nanmean(values, axis=0), np.nanstd(values, axis=0),
+                np.nanmax(values, axis=0) == np.nanmin(values, axis=0))
 
 
 def _feature_word(x):

@@ -127,3 +127,11 @@ def test_bad_arguments_raise_naming_the_argument():
     for args, kwargs, message in cases:
         with pytest.raises(DiagnosticsError, match=message):
             validate_data(*args, **kwargs)
+
+
+@pytest.mark.parametrize("value", [0.1, 3.0, -1e-3])
+def test_a_constant_feature_is_constant_even_when_float_rounding_gives_a_tiny_std(value):
+    x = np.column_stack([np.random.default_rng(0).standard_normal(525), np.full(525, value)])
+    findings = validate_data(x).findings
+    assert [(f.code, f.severity) for f in findings] == [("UNNORMALIZED_INPUT", "info")]
+    assert list(findings[0].evidence["example_features"]) == [1]

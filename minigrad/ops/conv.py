@@ -1,4 +1,4 @@
-"""2-d convolution (cross-correlation, as in torch): im2col and one matrix product; col2im back."""
+"""2-d convolution (cross-correlation, as in torch): im2col, a matrix product per image, col2im."""
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -17,33 +17,33 @@ class Conv2d(Function):
         _check_conv_shapes(x, weight, bias, padding)
         out_channels, _, kh, kw = weight.shape
         padded = pad_spatial(x, padding, value=0)
-        windows = strided_windows(padded, (kh, kw), stride)  # (N, C, OH, OW, kh, kw)
-        n, channels, out_h, out_w = windows.shape[:4]
-        # im2col: one row per (channel, kernel row, kernel col), one column per output position;
-        # this order keeps the copy's inner loop along the image rows
-        cols = windows.transpose(1, 4, 5, 0, 2, 3).reshape(channels * kh * kw, -1)
-        out = (weight.reshape(out_channels, -1) @ cols).reshape(out_channels, n, out_h, out_w)
+        cols = im2col(padded, (kh, kw), stride)  # (N, C*kh*kw, OH*OW)
+        out_h, out_w = _output_size(padded.shape[2:], (kh, kw), stride)
+        # one matrix product per image: the result is already in (N, O, OH*OW) order
+        out = np.matmul(weight.reshape(out_channels, -1), cols)
         if bias is not None:
-            out += bias.reshape(-1, 1, 1, 1)
+            out += bias.reshape(-1, 1)
         ctx.save_for_backward(cols, weight)
         ctx.geometry = (x.shape, padded.shape, stride, padding)
-        return np.ascontiguousarray(out.transpose(1, 0, 2, 3))
+        return out.reshape(x.shape[0], out_channels, out_h, out_w)
 
     @staticmethod
     def backward(ctx, grad):
         cols, weight = ctx.saved_tensors
         x_shape, padded_shape, stride, padding = ctx.geometry
         out_channels = weight.shape[0]
-        grad_rows = grad.transpose(1, 0, 2, 3).reshape(out_channels, -1)  # (O, N*OH*OW)
+        grad_rows = grad.reshape(grad.shape[0], out_channels, -1)  # (N, O, OH*OW)
         grad_x = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:
-            grad_cols = weight.reshape(out_channels, -1).T @ grad_rows
+            grad_cols = np.matmul(weight.reshape(out_channels, -1).T, grad_rows)
             grad_padded = col2im(grad_cols, padded_shape, weight.shape[2:], stride, grad.shape[2:])
             grad_x = unpad_spatial(grad_padded, padding, x_shape)
         if ctx.needs_input_grad[1]:
-            grad_w = (grad_rows @ cols.T).reshape(weight.shape)
+            # per image (O, OH*OW) @ (OH*OW, C*kh*kw), summed over the batch
+            grad_w = np.matmul(grad_rows, cols.transpose(0, 2, 1)).sum(axis=0)
+            grad_w = grad_w.reshape(weight.shape)
         if ctx.needs_input_grad[2]:
-            grad_b = grad_rows.sum(axis=1)
+            grad_b = grad_rows.sum(axis=(0, 2))
         return grad_x, grad_w, grad_b, None, None
 
 
@@ -76,7 +76,10 @@ def pad_spatial(x, padding, *, value):
     ph, pw = padding
     if ph == 0 and pw == 0:
         return x
-    return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=value)
+    n, channels, height, width = x.shape
+    padded = np.full((n, channels, height + 2 * ph, width + 2 * pw), value, dtype=x.dtype)
+    padded[:, :, ph:ph + height, pw:pw + width] = x
+    return padded
 
 
 def unpad_spatial(grad, padding, shape):
@@ -91,16 +94,43 @@ def strided_windows(x, kernel, stride):
     return sliding_window_view(x, kernel, axis=(2, 3))[:, :, ::sh, ::sw]
 
 
+def im2col(padded, kernel, stride):
+    """Every ``kernel`` window of ``padded`` (N, C, H, W) at ``stride``, as (N, C*kh*kw, OH*OW).
+
+    One slice copy per kernel offset, each running along the image rows.
+    """
+    n, channels = padded.shape[:2]
+    kh, kw = kernel
+    sh, sw = stride
+    out_h, out_w = _output_size(padded.shape[2:], kernel, stride)
+    cols = np.empty((n, channels, kh, kw, out_h, out_w), dtype=padded.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            cols[:, :, i, j] = padded[:, :, i:i + sh * out_h:sh, j:j + sw * out_w:sw]
+    return cols.reshape(n, channels * kh * kw, out_h * out_w)
+
+
 def col2im(grad_cols, padded_shape, kernel, stride, out_hw):
-    """Add each window's gradient (columns of ``grad_cols``) back onto the (padded) input grid."""
+    """Add each window's gradient back onto the (padded) input grid: the adjoint of ``im2col``.
+
+    ``grad_cols`` is (N, C*kh*kw, OH*OW) as ``im2col`` gives, or the (C*kh*kw, N*OH*OW) of a
+    single matrix product over the whole batch.
+    """
     n, channels = padded_shape[:2]
     kh, kw = kernel
     sh, sw = stride
     out_h, out_w = out_hw
-    patches = grad_cols.reshape(channels, kh, kw, n, out_h, out_w)
+    if grad_cols.ndim == 2:
+        patches = grad_cols.reshape(channels, kh, kw, n, out_h, out_w).transpose(3, 0, 1, 2, 4, 5)
+    else:
+        patches = grad_cols.reshape(n, channels, kh, kw, out_h, out_w)
     grad = np.zeros(padded_shape, dtype=grad_cols.dtype)
     for i in range(kh):
         for j in range(kw):
-            rows, columns = slice(i, i + sh * out_h, sh), slice(j, j + sw * out_w, sw)
-            grad[:, :, rows, columns] += patches[:, i, j].transpose(1, 0, 2, 3)
+            grad[:, :, i:i + sh * out_h:sh, j:j + sw * out_w:sw] += patches[:, :, i, j]
     return grad
+
+
+def _output_size(padded_hw, kernel, stride):
+    """(OH, OW): how many windows fit along each axis of the padded input."""
+    return tuple((size - k) // s + 1 for size, k, s in zip(padded_hw, kernel, stride))

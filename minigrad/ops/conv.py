@@ -1,6 +1,5 @@
 """2-d convolution (cross-correlation, as in torch): im2col, a matrix product per image, col2im."""
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from ..function import Function, ShapeError
 
@@ -18,7 +17,7 @@ class Conv2d(Function):
         out_channels, _, kh, kw = weight.shape
         padded = pad_spatial(x, padding, value=0)
         cols = im2col(padded, (kh, kw), stride)  # (N, C*kh*kw, OH*OW)
-        out_h, out_w = _output_size(padded.shape[2:], (kh, kw), stride)
+        out_h, out_w = output_size(padded.shape[2:], (kh, kw), stride)
         # one matrix product per image: the result is already in (N, O, OH*OW) order
         out = np.matmul(weight.reshape(out_channels, -1), cols)
         if bias is not None:
@@ -88,10 +87,14 @@ def unpad_spatial(grad, padding, shape):
     return grad[:, :, ph:ph + shape[2], pw:pw + shape[3]]
 
 
-def strided_windows(x, kernel, stride):
-    """A read-only view (N, C, OH, OW, kh, kw) of every ``kernel`` window of ``x`` at ``stride``."""
+def kernel_slabs(x, kernel, stride, out_hw):
+    """Views (N, C, OH, OW) of ``x``, one per kernel offset (i, j) in row-major order: slab
+    ``i * kw + j`` holds, for every window, its element at row i and column j."""
+    kh, kw = kernel
     sh, sw = stride
-    return sliding_window_view(x, kernel, axis=(2, 3))[:, :, ::sh, ::sw]
+    out_h, out_w = out_hw
+    return [x[:, :, i:i + sh * out_h:sh, j:j + sw * out_w:sw]
+            for i in range(kh) for j in range(kw)]
 
 
 def im2col(padded, kernel, stride):
@@ -100,14 +103,11 @@ def im2col(padded, kernel, stride):
     One slice copy per kernel offset, each running along the image rows.
     """
     n, channels = padded.shape[:2]
-    kh, kw = kernel
-    sh, sw = stride
-    out_h, out_w = _output_size(padded.shape[2:], kernel, stride)
-    cols = np.empty((n, channels, kh, kw, out_h, out_w), dtype=padded.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            cols[:, :, i, j] = padded[:, :, i:i + sh * out_h:sh, j:j + sw * out_w:sw]
-    return cols.reshape(n, channels * kh * kw, out_h * out_w)
+    out_hw = output_size(padded.shape[2:], kernel, stride)
+    cols = np.empty((n, channels, kernel[0] * kernel[1]) + out_hw, dtype=padded.dtype)
+    for k, slab in enumerate(kernel_slabs(padded, kernel, stride, out_hw)):
+        cols[:, :, k] = slab
+    return cols.reshape(n, -1, out_hw[0] * out_hw[1])
 
 
 def col2im(grad_cols, padded_shape, kernel, stride, out_hw):
@@ -117,20 +117,18 @@ def col2im(grad_cols, padded_shape, kernel, stride, out_hw):
     single matrix product over the whole batch.
     """
     n, channels = padded_shape[:2]
-    kh, kw = kernel
-    sh, sw = stride
     out_h, out_w = out_hw
+    offsets = kernel[0] * kernel[1]
     if grad_cols.ndim == 2:
-        patches = grad_cols.reshape(channels, kh, kw, n, out_h, out_w).transpose(3, 0, 1, 2, 4, 5)
+        patches = grad_cols.reshape(channels, offsets, n, out_h, out_w).transpose(2, 0, 1, 3, 4)
     else:
-        patches = grad_cols.reshape(n, channels, kh, kw, out_h, out_w)
+        patches = grad_cols.reshape(n, channels, offsets, out_h, out_w)
     grad = np.zeros(padded_shape, dtype=grad_cols.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            grad[:, :, i:i + sh * out_h:sh, j:j + sw * out_w:sw] += patches[:, :, i, j]
+    for k, slab in enumerate(kernel_slabs(grad, kernel, stride, out_hw)):
+        slab += patches[:, :, k]
     return grad
 
 
-def _output_size(padded_hw, kernel, stride):
+def output_size(padded_hw, kernel, stride):
     """(OH, OW): how many windows fit along each axis of the padded input."""
     return tuple((size - k) // s + 1 for size, k, s in zip(padded_hw, kernel, stride))

@@ -2,7 +2,7 @@
 import numpy as np
 
 from ..function import Function, ShapeError
-from .conv import pad_spatial, pair, strided_windows, unpad_spatial
+from .conv import kernel_slabs, output_size, pad_spatial, pair, unpad_spatial
 
 
 class MaxPool2d(Function):
@@ -17,37 +17,42 @@ class MaxPool2d(Function):
         stride = kernel_size if stride is None else pair(stride, "stride", minimum=1)
         padding = pair(padding, "padding", minimum=0)
         _check_pool_shapes(x, kernel_size, padding)
-        kh, kw = kernel_size
         padded = pad_spatial(x, padding, value=-np.inf)
-        windows = strided_windows(padded, kernel_size, stride)  # (N, C, OH, OW, kh, kw)
-        # one slab per window position, so that max and the comparisons run on whole arrays
-        candidates = windows.transpose(4, 5, 0, 1, 2, 3).reshape((kh * kw,) + windows.shape[:4])
-        out = candidates.max(axis=0)
-        ctx.argmax = first_index_of(candidates, out)
+        out_hw = output_size(padded.shape[2:], kernel_size, stride)
+        # one strided view per window position, so that max and the comparisons run on whole arrays
+        slabs = kernel_slabs(padded, kernel_size, stride, out_hw)
+        out = slabs[0].copy()
+        for slab in slabs[1:]:
+            np.maximum(out, slab, out=out)
+        ctx.save_for_backward(first_max_masks(slabs, out))
         ctx.geometry = (x.shape, padded.shape, kernel_size, stride, padding)
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        x_shape, padded_shape, (kh, kw), (sh, sw), padding = ctx.geometry
-        out_h, out_w = grad.shape[2:]
+        (masks,) = ctx.saved_tensors
+        x_shape, padded_shape, kernel_size, stride, padding = ctx.geometry
         grad_padded = np.zeros(padded_shape, dtype=grad.dtype)
-        for i in range(kh):
-            for j in range(kw):
-                routed = np.where(ctx.argmax == i * kw + j, grad, 0)
-                grad_padded[:, :, i:i + sh * out_h:sh, j:j + sw * out_w:sw] += routed
+        overlapping = stride[0] < kernel_size[0] or stride[1] < kernel_size[1]
+        slabs = kernel_slabs(grad_padded, kernel_size, stride, grad.shape[2:])
+        for mask, slab in zip(masks, slabs):
+            if overlapping:
+                slab += grad * mask
+            else:  # each input element lies in one window at most: write in place
+                np.multiply(grad, mask, out=slab)
         return unpad_spatial(grad_padded, padding, x_shape), None, None, None
 
 
-def first_index_of(candidates, best):
-    """For each position, the first ``k`` with ``candidates[k] == best``: torch's pick among ties."""
-    index = np.zeros(best.shape, dtype=np.int32)
-    found = candidates[0] == best
-    for k in range(1, len(candidates)):
-        hit = candidates[k] == best
-        index += k * (hit & ~found)
-        found |= hit
-    return index
+def first_max_masks(slabs, best):
+    """One boolean mask per slab, true where it holds its window's first maximum ``best``
+    (torch's pick among ties)."""
+    masks = np.empty((len(slabs),) + best.shape, dtype=bool)
+    found = np.zeros(best.shape, dtype=bool)
+    for slab, mask in zip(slabs, masks):
+        np.equal(slab, best, out=mask)
+        mask &= ~found
+        found |= mask
+    return masks
 
 
 def _check_pool_shapes(x, kernel_size, padding):

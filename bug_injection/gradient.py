@@ -9,6 +9,8 @@ torch: the target module's forward is swapped for a buggy ``torch.autograd.Funct
 """
 import contextlib
 
+import numpy as np
+from scipy import special
 
 from minigrad.ops import activation, arithmetic, conv, linalg, loss, normalization
 
@@ -119,8 +121,10 @@ def _spoil(index, spoil):
 
 
 # -------------------------------------------------------- minigrad wrong formulas
+# Each reads what it needs from ``ctx.inputs`` (the op's arguments, as ``apply`` got them), not
+# from what the op's forward chose to save, so it holds whatever the op keeps internally.
 def _input_with_weight_transposed(ctx, grad, right):
-    _, weight = ctx.saved_tensors
+    weight = _array(ctx.inputs[1])
     return grad @ weight.T                      # right: grad @ weight
 
 
@@ -129,55 +133,75 @@ def _bias_mean(ctx, grad, right):
 
 
 def _sigmoid_without_one_minus(ctx, grad, right):
-    (out,) = ctx.saved_tensors
+    out = special.expit(_array(ctx.inputs[0]))
     return grad * out                           # right: grad * out * (1 - out)
 
 
 def _tanh_without_square(ctx, grad, right):
-    (out,) = ctx.saved_tensors
+    out = np.tanh(_array(ctx.inputs[0]))
     return grad * (1 - out)                     # right: grad * (1 - out * out)
 
 
 def _conv_input_unflipped(ctx, grad, right):
-    """The input gradient computed with the kernel flipped once more: a full correlation of
-    the output gradient with the kernel as it is, where the flipped kernel belongs."""
-    _, weight = ctx.saved_tensors
-    x_shape, padded_shape, stride, padding = ctx.geometry
-    unflipped = weight[:, :, ::-1, ::-1]
-    grad_rows = grad.transpose(1, 0, 2, 3).reshape(weight.shape[0], -1)
-    grad_cols = unflipped.reshape(weight.shape[0], -1).T @ grad_rows
-    grad_padded = conv.col2im(grad_cols, padded_shape, weight.shape[2:], stride, grad.shape[2:])
-    return conv.unpad_spatial(grad_padded, padding, x_shape)
+    """The input gradient as a full correlation of the output gradient with the kernel as it
+    is, where the flipped kernel belongs: each output position sends ``grad * w[i, j]`` back to
+    input position ``+ (kh - 1 - i, kw - 1 - j)`` instead of ``+ (i, j)``."""
+    x, weight = _array(ctx.inputs[0]), _array(ctx.inputs[1])
+    (sh, sw), (ph, pw) = conv.pair(ctx.inputs[3], "stride", minimum=1), conv.pair(
+        ctx.inputs[4], "padding", minimum=0)
+    kh, kw = weight.shape[2:]
+    out_h, out_w = grad.shape[2:]
+    padded = np.zeros((x.shape[0], x.shape[1], x.shape[2] + 2 * ph, x.shape[3] + 2 * pw),
+                      dtype=grad.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            rows = slice(kh - 1 - i, kh - 1 - i + sh * out_h, sh)
+            columns = slice(kw - 1 - j, kw - 1 - j + sw * out_w, sw)
+            padded[:, :, rows, columns] += np.einsum("nohw,oc->nchw", grad, weight[:, :, i, j])
+    return padded[:, :, ph:ph + x.shape[2], pw:pw + x.shape[3]]
 
 
 def _times_batch_size(ctx, grad, right):
-    log_probs, _ = ctx.saved_tensors
-    return right * log_probs.shape[0]           # right: (softmax - onehot) * grad / N
+    return right * ctx.inputs[0].shape[0]       # right: (softmax - onehot) * grad / N
 
 
 def _first_slice(ctx, grad, right):
     """The broadcast operand's gradient not summed over the axes it was broadcast along: the
     first slice is kept instead, so the shape fits and no engine complains."""
-    shape = ctx.shapes[1]
+    shape = np.shape(_array(ctx.inputs[1]))
     kept = grad[(0,) * (grad.ndim - len(shape))]
     stretched = tuple(slice(0, 1) if n == 1 else slice(None) for n in shape)
     return kept[stretched]
 
 
 def _layer_norm_mean_dropped(ctx, grad, right):
-    _, invstd, weight = ctx.saved_tensors
-    grad_x_hat = grad if weight is None else grad * weight
-    return right + invstd * grad_x_hat.mean(axis=ctx.axes, keepdims=True)
+    """Adds back ``invstd * mean(grad * weight)``, the term the right formula subtracts."""
+    x, normalized_shape, weight, _, eps = ctx.inputs
+    x = _array(x)
+    count = 1 if np.isscalar(normalized_shape) else len(normalized_shape)
+    axes = tuple(range(x.ndim - count, x.ndim))
+    invstd = 1.0 / np.sqrt(x.var(axis=axes, keepdims=True) + eps)
+    grad_x_hat = grad if weight is None else grad * _array(weight)
+    return right + invstd * grad_x_hat.mean(axis=axes, keepdims=True)
 
 
 def _batch_norm_mean_dropped(ctx, grad, right):
-    if not ctx.use_batch:
+    """Adds back ``invstd * weight * mean(grad)`` per channel (batch statistics only)."""
+    x, running_mean, running_var, weight, _, training, _, eps = ctx.inputs
+    if not (training or running_mean is None or running_var is None):
         return right    # running statistics: there is no mean term to drop
-    _, invstd, weight = ctx.saved_tensors
-    stat_shape = normalization.channel_shape(grad)
-    scale = invstd if weight is None else invstd * weight.reshape(stat_shape)
-    axes = (0,) + tuple(range(2, grad.ndim))
+    x = _array(x)
+    axes = (0,) + tuple(range(2, x.ndim))
+    stat_shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    scale = 1.0 / np.sqrt(x.var(axis=axes).reshape(stat_shape) + eps)
+    if weight is not None:
+        scale = scale * _array(weight).reshape(stat_shape)
     return right + scale * grad.mean(axis=axes, keepdims=True)
+
+
+def _array(value):
+    """The ndarray of a minigrad Tensor (or the value itself)."""
+    return getattr(value, "data", value)
 
 
 # ------------------------------------------------------------ torch forwards

@@ -31,7 +31,8 @@ class Backend(ABC):
     """One framework's implementation of the operations the diagnostics use."""
 
     name = "abstract"
-    UPDATE_SAMPLE = 65536  # entries per parameter that update sizes are measured on
+    UPDATE_SAMPLE = 65536  # at most this many entries per parameter measure an update's size
+    SAMPLE_BLOCK = 16      # taken in runs of 16 neighbours (a 64-byte cache line of float32)
 
     def __init__(self, model):
         self.model = model
@@ -144,13 +145,22 @@ class Backend(ABC):
 
     @abstractmethod
     def weight_sample(self, param, *, into=None):
-        """A copy of at most ``UPDATE_SAMPLE`` evenly strided entries of ``param`` (all of
-        them when it is smaller), written into ``into`` when it fits."""
+        """A copy of ``param``'s entries, or for a larger one of at most ``UPDATE_SAMPLE`` of
+        them: every k-th run of ``SAMPLE_BLOCK`` neighbours, spread over the whole tensor and
+        cheap to read. Written into ``into`` when it fits."""
 
     @abstractmethod
     def update_statistics(self, param, before):
-        """``(|w - before|^2, |w|^2)`` over the entries ``weight_sample`` took, ``w`` being
+        """``(|w - before|, |w|)`` over the entries ``weight_sample`` took, ``w`` being
         ``param`` now; ``before`` (ours) may be overwritten."""
+
+    def _sample_stride(self, numel):
+        """(blocks, stride): view the first ``blocks`` runs and keep every ``stride``-th; None
+        when the whole parameter fits in the sample."""
+        if numel <= self.UPDATE_SAMPLE:
+            return None
+        blocks = numel // self.SAMPLE_BLOCK
+        return blocks, -(-blocks // (self.UPDATE_SAMPLE // self.SAMPLE_BLOCK))
 
     @abstractmethod
     def gather(self, results):

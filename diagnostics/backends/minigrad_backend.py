@@ -84,22 +84,24 @@ class MinigradBackend(Backend):
             return (np.dot(flat, flat), magnitude.sum(), magnitude.max())
 
     def weight_sample(self, param, *, into=None):
-        entries = self._strided(param)
+        entries = self._sampled(param)
         if into is not None and into.shape == entries.shape and into.dtype == entries.dtype:
             into[...] = entries
             return into
         return entries.copy()
 
     def update_statistics(self, param, before):
-        now = self._strided(param)
+        now = self._sampled(param)
         with np.errstate(over="ignore", invalid="ignore"):
-            delta = before - now
-            return (np.dot(delta, delta), np.dot(now, now))
+            return (np.linalg.norm(before - now), np.linalg.norm(now))
 
-    def _strided(self, param):
+    def _sampled(self, param):
         flat = param.data.reshape(-1)
-        stride = -(-flat.size // self.UPDATE_SAMPLE)
-        return flat[::stride] if stride > 1 else flat
+        plan = self._sample_stride(flat.size)
+        if plan is None:
+            return flat
+        blocks, stride = plan
+        return flat[:blocks * self.SAMPLE_BLOCK].reshape(blocks, self.SAMPLE_BLOCK)[::stride]
 
     def graph_buffers_alive(self, tensor):
         stack, visited = [getattr(tensor, "grad_fn", None)], 0

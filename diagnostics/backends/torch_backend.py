@@ -102,20 +102,24 @@ class TorchBackend(Backend):
         return (self.torch.dot(flat, flat), magnitude.sum(), magnitude.amax())
 
     def weight_sample(self, param, *, into=None):
-        entries = self._strided(param)
+        entries = self._sampled(param)
         fits = (into is not None and into.shape == entries.shape and into.dtype == entries.dtype
                 and into.device == entries.device)
         return into.copy_(entries) if fits else entries.clone()
 
     def update_statistics(self, param, before):
-        now = self._reducible(self._strided(param))
+        now = self._reducible(self._sampled(param))
         delta = self._reducible(before).sub_(now)
-        return (self.torch.dot(delta, delta), self.torch.dot(now, now))
+        norm = self.torch.linalg.vector_norm
+        return (norm(delta), norm(now))
 
-    def _strided(self, param):
+    def _sampled(self, param):
         flat = param.detach().reshape(-1)
-        stride = -(-flat.numel() // self.UPDATE_SAMPLE)
-        return flat[::stride] if stride > 1 else flat
+        plan = self._sample_stride(flat.numel())
+        if plan is None:
+            return flat
+        blocks, stride = plan
+        return flat[:blocks * self.SAMPLE_BLOCK].view(blocks, self.SAMPLE_BLOCK)[::stride]
 
     def gather(self, results):
         if not results:

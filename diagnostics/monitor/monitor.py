@@ -72,6 +72,7 @@ class Monitor:
         self._findings = {}
         self._on_finding = on_finding
         self._eval_passes = []
+        self._pending_losses = []
         self._kept_losses = []
         self._watched_losses = deque()
         self._step = 0
@@ -94,13 +95,15 @@ class Monitor:
     def step(self, loss):
         """Record the end of an iteration: call it after ``optimizer.step()``, with the loss."""
         require(not self._closed, "Monitor.step", "an open Monitor", "one that was closed")
-        self._queue_loss(self._loss_entry(loss))
+        self._pending_losses.append(self._loss_entry(loss))
         sample = self._sample
         if sample is not None:
             self._watch_loss(loss)
             self._queue_updates()            # an earlier step's, if no forward came since
             self._queue_gradients(sample)    # measured at the next forward, after the optimizer
+            self._queue_losses()
             self._collector.flush()
+            sample.loss = float(self._history.losses[-1])
             self._finish_sample(sample)
         self._step += 1
         self._begin_iteration()
@@ -109,6 +112,7 @@ class Monitor:
         """A ``MonitorReport``: findings, per-layer and per-parameter statistics, history."""
         if not self._closed:
             self._queue_updates()
+        self._queue_losses()
         self._collector.flush()
         view = self._view()
         self._run_checks(view)
@@ -254,15 +258,18 @@ class Monitor:
                 sample.add_activation(name, record)
         self._collector.add(stats, receive)
 
-    def _queue_loss(self, entry):
-        sample, history = self._sample, self._history
+    def _queue_losses(self):
+        """One entry for the losses of every step since the last transfer."""
+        entries, self._pending_losses = self._pending_losses, []
+        if not entries:
+            return
+        history = self._history
 
-        def receive(parts):
-            value = parts[0] if parts else entry
-            history.add_loss(value)
-            if sample is not None:
-                sample.loss = value
-        self._collector.add((entry,) if self._backend.is_tensor(entry) else (), receive)
+        def receive(values):
+            values = iter(values)
+            for entry in entries:
+                history.add_loss(entry if isinstance(entry, float) else next(values))
+        self._collector.add([e for e in entries if not isinstance(e, float)], receive)
 
     def _queue_gradients(self, sample):
         """Hand this iteration's weight copies to the update measurement."""
@@ -281,8 +288,7 @@ class Monitor:
                     sample, name, parts))
 
     def _receive_update(self, sample, name, parts):
-        squares, weight_squares = parts
-        record = UpdateRecord(math.sqrt(max(squares, 0.0)), math.sqrt(max(weight_squares, 0.0)))
+        record = UpdateRecord(*parts)
         sample.updates[name] = record
         self._last_updates[name] = record
 

@@ -1,16 +1,18 @@
 """``Thresholds``: every number a Monitor check compares against, with its reason."""
 from dataclasses import dataclass
 
-DEFAULT_EVERY = 10   # statistics on the first two iterations, then on every 10th
-DEFAULT_WINDOW = 20  # checks look back over the last 20 sampled iterations
+DEFAULT_EVERY = 50   # statistics on the first two iterations, then on every 50th
+DEFAULT_WINDOW = 20  # checks of sampled statistics look back over the last 20 sampled steps
 
 
 @dataclass(frozen=True)
 class Thresholds:
     """The numbers behind the findings. The defaults stay quiet on healthy networks.
 
-    Loss checks look at the last ``max(loss_min_steps, window * every)`` losses and compare
-    medians of its first and last quarter, so minibatch noise does not trip them.
+    The loss is recorded on every step, sampled or not. Loss checks start once
+    ``loss_min_steps`` losses exist and look at the last ``min(loss_window, max(loss_min_steps,
+    steps // 2))`` of them, comparing medians of their first and last quarter, so minibatch
+    noise does not trip them.
     """
 
     # DEAD_UNITS: a unit is dead when its output was exactly 0 on every example of the window
@@ -31,6 +33,7 @@ class Thresholds:
     clip_percentile: float = 10.0       # the suggested clip value: this percentile of the history
     # loss health
     loss_min_steps: int = 50
+    loss_window: int = 200
     diverging_factor: float = 2.0       # recent median above this times the earlier median
     oscillation_amplitude: float = 0.5  # median step-to-step jump, relative to the loss level
     plateau_change: float = 0.01        # relative change of the loss level across the window

@@ -1,5 +1,6 @@
 """``WindowView``: the read-only picture of the recent past that every check looks at."""
 import math
+import statistics
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -48,7 +49,8 @@ class WindowView:
     @cached_property
     def loss_levels(self):
         """Medians of the loss at the start and in the recent window; None when too few."""
-        size = max(self.thresholds.loss_min_steps, self.every * max(len(self.samples), 1))
+        thresholds = self.thresholds
+        size = min(thresholds.loss_window, max(thresholds.loss_min_steps, self.losses.size // 2))
         recent = self.losses[-size:]
         recent = recent[np.isfinite(recent)]
         if recent.size < size:
@@ -80,7 +82,16 @@ class WindowView:
 
     # ------------------------------------------------------------ activations
     def activations(self, layer_name):
-        return [s.activations[layer_name] for s in self.samples if layer_name in s.activations]
+        """The layer's records over the window, oldest first."""
+        return self._activations_by_layer.get(layer_name, [])
+
+    @cached_property
+    def _activations_by_layer(self):
+        by_layer = {}
+        for sample in self.samples:
+            for name, record in sample.activations.items():
+                by_layer.setdefault(name, []).append(record)
+        return by_layer
 
     def dead_units(self, layer_name):
         """Boolean array: units whose output was exactly 0 on every value of the window;
@@ -103,8 +114,20 @@ class WindowView:
 
     def gradient_rms(self, param_name):
         """Median RMS of a parameter's gradient over the window; None if it never got one."""
-        values = [s.gradients[param_name].rms for s in self.samples if param_name in s.gradients]
-        return float(np.median(values)) if values else None
+        return self._gradient_rms.get(param_name)
+
+    @property
+    def gradient_rms_by_name(self):
+        """{parameter name: median gradient RMS over the window}."""
+        return self._gradient_rms
+
+    @cached_property
+    def _gradient_rms(self):
+        values = {}
+        for sample in self.samples:
+            for name, record in sample.gradients.items():
+                values.setdefault(name, []).append(record.rms)
+        return {name: statistics.median(rms) for name, rms in values.items()}
 
     def clip_value(self):
         """AutoClip's rule: a low percentile of the gradient norms seen so far, leaving out

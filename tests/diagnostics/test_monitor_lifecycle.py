@@ -249,19 +249,29 @@ def test_statistics_match_the_tensors(fw):
     assert layer.units == 8 and layer.type_name == "ReLU"
 
 
-def test_update_ratio_is_measured_on_a_strided_sample_of_large_parameters(fw):
+def test_update_size_is_measured_on_a_sample_of_large_parameters(fw):
     backend = get_backend(mlp(fw, [FEATURES, 4]))
-    big = fw.inputs(np.arange(200_000, dtype=np.float32) / 1e5)
+    values = np.arange(200_000, dtype=np.float32) / 1e5
+    big = fw.inputs(values)
     before = backend.weight_sample(big)
-    assert before.shape == (50_000,)     # every 4th entry: the stride is ceil(200,000 / 65,536)
-    squares, weight_squares = backend.gather(list(backend.update_statistics(big, before)))
-    assert squares == 0.0
-    assert weight_squares == pytest.approx(float(np.sum((np.arange(0, 200_000, 4) / 1e5) ** 2)),
-                                           rel=1e-5)
+    # 12,500 runs of 16 neighbours; every 4th run keeps 3,125 runs (<= 65,536 entries)
+    assert tuple(before.shape) == (3125, 16)
+    kept = values.reshape(12_500, 16)[::4]
+    delta, weight = backend.gather(list(backend.update_statistics(big, before)))
+    assert delta == 0.0
+    assert weight == pytest.approx(float(np.linalg.norm(kept.astype(np.float64))), rel=1e-5)
+    small = fw.inputs(values[:1000])
+    assert tuple(backend.weight_sample(small).shape) == (1000,)
 
 
-def test_default_sampling_is_every_tenth_step():
-    assert DEFAULT_EVERY == 10
+def test_default_sampling_takes_the_first_two_steps_then_every_fiftieth():
+    model = mlp(FRAMEWORKS[1], [FEATURES, 4])
+    with Monitor(model) as monitor:
+        for _ in range(120):
+            monitor.step(1.0)
+    assert DEFAULT_EVERY == 50
+    assert monitor.history.column("step").tolist() == [0, 1, 50, 100]
+    assert monitor.report().steps == 120
 
 
 # --------------------------------------------------------------- loss rules

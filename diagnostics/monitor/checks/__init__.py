@@ -6,7 +6,7 @@ steps and on every ``report()``.
 """
 from . import activations, gradients, graph, inputs, loss, modes, updates
 
-FULL_CHECK_STEPS = 10
+FULL_CHECK_STEPS = 50
 
 URGENT = (loss.nan_loss, gradients.stale_gradients, gradients.exploding_gradients)
 

@@ -1,4 +1,6 @@
 """Activation health: dead ReLU units, saturated sigmoid/tanh, exploding and collapsed outputs."""
+import statistics
+
 import numpy as np
 
 from ...findings import Finding
@@ -19,7 +21,7 @@ def dead_units(view):
         records = view.activations(layer.name)
         fraction = float(dead.mean())
         examples = sum(r.examples for r in records)
-        zeros = float(np.mean([r.zero_fraction for r in records]))
+        zeros = statistics.fmean(r.zero_fraction for r in records)
         severity = "error" if fraction > thresholds.dead_fraction_error else "warning"
         findings.append(Finding(
             "DEAD_UNITS", severity, layer.name,
@@ -43,7 +45,7 @@ def saturated_activations(view):
         records = view.activations(layer.name)
         if not records:
             continue
-        fraction = float(np.mean([r.saturated_fraction for r in records]))
+        fraction = statistics.fmean(r.saturated_fraction for r in records)
         if fraction < view.thresholds.saturated_fraction:
             continue
         findings.append(Finding(
@@ -53,8 +55,8 @@ def saturated_activations(view):
             "normalize the inputs; Xavier/Glorot init (gain 5/3 for tanh) or smaller weights; "
             "BatchNorm/LayerNorm before the activation; ReLU/GELU instead of "
             f"{layer.type_name.lower()} in hidden layers",
-            {"saturated_fraction": fraction, "mean": float(np.mean([r.mean for r in records])),
-             "std": float(np.mean([r.std for r in records]))}))
+            {"saturated_fraction": fraction, "mean": statistics.fmean(r.mean for r in records),
+             "std": statistics.fmean(r.std for r in records)}))
     return findings
 
 
@@ -65,7 +67,7 @@ def exploding_activations(view):
         records = view.activations(layer.name)
         if not records:
             continue
-        rms = float(np.median([r.rms for r in records]))
+        rms = statistics.median(r.rms for r in records)
         finite = all(r.finite for r in records)
         if not finite or not rms <= limit:
             over.append((layer, rms, finite, max(abs(r.maximum) for r in records),

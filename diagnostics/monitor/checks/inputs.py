@@ -1,5 +1,5 @@
 """The model's input: scale far from zero mean and unit variance, NaN or inf."""
-import numpy as np
+import statistics
 
 from ...findings import Finding
 
@@ -8,7 +8,7 @@ def unnormalized_input(view):
     records = [s.inputs for s in view.samples if s.inputs is not None and s.inputs.finite]
     if not records:
         return []
-    rms = float(np.median([r.rms for r in records]))
+    rms = statistics.median(r.rms for r in records)
     thresholds = view.thresholds
     if thresholds.input_rms_low <= rms <= thresholds.input_rms_high or rms == 0:
         return []

@@ -1,4 +1,6 @@
 """Parameter updates: gradients arrive but the optimizer step leaves the values as they were."""
+import math
+
 from ...findings import Finding
 from ..layout import display_name
 
@@ -9,14 +11,15 @@ def params_not_updating(view):
         return []
     # a gradient far below the largest layer's moves nothing at float precision: that is
     # VANISHING_GRADIENTS, not an optimizer that skips parameters
-    largest = max((g.rms for s in measured for g in s.gradients.values() if g.finite),
+    largest = max((rms for rms in view.gradient_rms_by_name.values() if math.isfinite(rms)),
                   default=0.0)
     floor = view.thresholds.vanishing_ratio * largest
     stuck = []
     for param in view.layout.trainable:
-        pushed = [s for s in measured
-                  if param.name in s.updates and param.name in s.gradients
-                  and s.gradients[param.name].rms > floor]
+        rms = view.gradient_rms(param.name)
+        if rms is None or not rms > floor:
+            continue
+        pushed = [s for s in measured if param.name in s.updates and param.name in s.gradients]
         if len(pushed) >= 2 and all(s.updates[param.name].delta_norm == 0 for s in pushed):
             stuck.append(param)
     if not stuck:

@@ -1,7 +1,13 @@
-"""2-d convolution (cross-correlation, as in torch): im2col, a matrix product per image, col2im."""
+"""2-d convolution (cross-correlation, as in torch): im2col, a matrix product per image, col2im.
+
+The columns are built a block of images at a time, small enough to stay in cache, and built
+again in backward rather than kept: they are kh*kw times the size of the input.
+"""
 import numpy as np
 
 from ..function import Function, ShapeError
+
+BLOCK_BYTES = 1 << 19  # the columns of one block of images
 
 
 class Conv2d(Function):
@@ -16,33 +22,40 @@ class Conv2d(Function):
         _check_conv_shapes(x, weight, bias, padding)
         out_channels, _, kh, kw = weight.shape
         padded = pad_spatial(x, padding, value=0)
-        cols = im2col(padded, (kh, kw), stride)  # (N, C*kh*kw, OH*OW)
         out_h, out_w = output_size(padded.shape[2:], (kh, kw), stride)
+        rows = weight.reshape(out_channels, -1)
         # one matrix product per image: the result is already in (N, O, OH*OW) order
-        out = np.matmul(weight.reshape(out_channels, -1), cols)
+        out = np.empty((x.shape[0], out_channels, out_h * out_w), dtype=np.result_type(x, weight))
+        for block in image_blocks(padded, (kh, kw), stride):
+            np.matmul(rows, im2col(padded[block], (kh, kw), stride), out=out[block])
         if bias is not None:
             out += bias.reshape(-1, 1)
-        ctx.save_for_backward(cols, weight)
+        ctx.save_for_backward(padded, weight)
         ctx.geometry = (x.shape, padded.shape, stride, padding)
         return out.reshape(x.shape[0], out_channels, out_h, out_w)
 
     @staticmethod
     def backward(ctx, grad):
-        cols, weight = ctx.saved_tensors
+        padded, weight = ctx.saved_tensors
         x_shape, padded_shape, stride, padding = ctx.geometry
-        out_channels = weight.shape[0]
+        out_channels, channels, kh, kw = weight.shape
+        rows = weight.reshape(out_channels, -1)
         grad_rows = grad.reshape(grad.shape[0], out_channels, -1)  # (N, O, OH*OW)
-        grad_x = grad_w = grad_b = None
-        if ctx.needs_input_grad[0]:
-            grad_cols = np.matmul(weight.reshape(out_channels, -1).T, grad_rows)
-            grad_padded = col2im(grad_cols, padded_shape, weight.shape[2:], stride, grad.shape[2:])
-            grad_x = unpad_spatial(grad_padded, padding, x_shape)
-        if ctx.needs_input_grad[1]:
-            # per image (O, OH*OW) @ (OH*OW, C*kh*kw), summed over the batch
-            grad_w = np.matmul(grad_rows, cols.transpose(0, 2, 1)).sum(axis=0)
-            grad_w = grad_w.reshape(weight.shape)
-        if ctx.needs_input_grad[2]:
-            grad_b = grad_rows.sum(axis=(0, 2))
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        grad_padded = np.zeros(padded_shape, dtype=grad.dtype) if need_x else None
+        grad_w = np.zeros(rows.shape, dtype=np.result_type(grad, padded)) if need_w else None
+        for block in image_blocks(padded, (kh, kw), stride) if need_x or need_w else ():
+            if need_w:
+                # per image (O, OH*OW) @ (OH*OW, C*kh*kw), summed over the block
+                cols = im2col(padded[block], (kh, kw), stride)
+                grad_w += np.matmul(grad_rows[block], cols.transpose(0, 2, 1)).sum(axis=0)
+            if need_x:
+                grad_cols = np.matmul(rows.T, grad_rows[block])
+                patches = grad_cols.reshape((-1, channels, kh * kw) + grad.shape[2:])
+                _add_patches(grad_padded[block], patches, (kh, kw), stride)
+        grad_x = unpad_spatial(grad_padded, padding, x_shape) if need_x else None
+        grad_w = grad_w.reshape(weight.shape) if need_w else None
+        grad_b = grad_rows.sum(axis=(0, 2)) if need_b else None
         return grad_x, grad_w, grad_b, None, None
 
 
@@ -124,9 +137,25 @@ def col2im(grad_cols, padded_shape, kernel, stride, out_hw):
     else:
         patches = grad_cols.reshape(n, channels, offsets, out_h, out_w)
     grad = np.zeros(padded_shape, dtype=grad_cols.dtype)
-    for k, slab in enumerate(kernel_slabs(grad, kernel, stride, out_hw)):
-        slab += patches[:, :, k]
+    _add_patches(grad, patches, kernel, stride)
     return grad
+
+
+def _add_patches(grad, patches, kernel, stride):
+    """Add ``patches`` (N, C, kh*kw, OH, OW), one slab per kernel offset, into ``grad``."""
+    for k, slab in enumerate(kernel_slabs(grad, kernel, stride, patches.shape[3:])):
+        slab += patches[:, :, k]
+
+
+def image_blocks(padded, kernel, stride):
+    """Slices of the batch of even size whose columns take at most ``BLOCK_BYTES`` each (or
+    one image, if that is bigger)."""
+    n, channels = padded.shape[:2]
+    out_h, out_w = output_size(padded.shape[2:], kernel, stride)
+    image_bytes = channels * kernel[0] * kernel[1] * out_h * out_w * padded.itemsize
+    count = max(1, -(-n * image_bytes // BLOCK_BYTES))
+    size = max(1, -(-n // count))
+    return [slice(start, start + size) for start in range(0, n, size)]
 
 
 def output_size(padded_hw, kernel, stride):

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import minigrad
 import minigrad.functional as F
 from minigrad.function import ShapeError
+from minigrad.ops import conv
 from tests.strategies import generators
 
 
@@ -176,6 +177,28 @@ def test_conv_input_without_gradient():
     np.testing.assert_allclose(layer.weight.grad, twin.weight.grad.numpy(), atol=1e-12)
     np.testing.assert_allclose(layer.bias.grad, twin.bias.grad.numpy(), atol=1e-12)
 
+
+
+@given(generators(), st.integers(2, 5), st.sampled_from([1, 2]), st.sampled_from([0, 1]),
+       st.sampled_from([1, 3000, 7000]))
+def test_conv_in_blocks_of_images_matches_torch(rng, n, stride, padding, block_bytes):
+    """Columns built a few images at a time (one image per block at 1 byte) still give torch's
+    output and gradients, with blocks of uneven size too."""
+    arrays = [rng.standard_normal((n, 2, 5, 4)), rng.standard_normal((3, 2, 3, 3)),
+              rng.standard_normal(3)]
+    upstream = rng.standard_normal((n, 3, (5 + 2 * padding - 3) // stride + 1,
+                                    (4 + 2 * padding - 3) // stride + 1))
+    ours = [minigrad.tensor(a, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(conv, "BLOCK_BYTES", block_bytes)
+        out = F.conv2d(*ours, stride=stride, padding=padding)
+        out.backward(upstream)
+    expected = TF.conv2d(*theirs, stride=stride, padding=padding)
+    expected.backward(torch.from_numpy(upstream))
+    np.testing.assert_allclose(out.data, expected.detach().numpy(), atol=1e-12)
+    for mine, twin in zip(ours, theirs):
+        np.testing.assert_allclose(mine.grad, twin.grad.numpy(), atol=1e-12)
 
 # ---------------------------------------------------------------------------------- errors
 @pytest.mark.parametrize("call, message", [

@@ -71,7 +71,8 @@ class Monitor:
         self._gradient_norms = Series()
         self._findings = {}
         self._on_finding = on_finding
-        self._eval_passes = []
+        self._eval_passes = []    # (step, [modules in train mode]) of the first such pass
+        self._eval_pass_count = 0
         self._pending_losses = []
         self._kept_losses = []
         self._watched_losses = deque()
@@ -83,17 +84,24 @@ class Monitor:
         self._pending_updates = []
         self._last_updates = {}
         self._sampled_hooks = []
+        self._params_by_name = {p.name: p for p in self._layout.trainable}
         self._closed = False
         self._sinks = ()
-        for sink in sinks:
-            sink.open(self._history.columns)
-            self._sinks += (sink,)
+        try:
+            for sink in sinks:
+                sink.open(self._history.columns)
+                self._sinks += (sink,)
+        except Exception:
+            for sink in self._sinks:
+                sink.close()
+            raise
         self._permanent_hooks = [backend.add_forward_pre_hook(model, self._on_forward_start)]
         self._begin_iteration()
 
     # ------------------------------------------------------------------ public
     def step(self, loss):
-        """Record the end of an iteration: call it after ``optimizer.step()``, with the loss."""
+        """Record the end of an iteration: call it once per iteration, after
+        ``optimizer.step()``, with the loss (a one-element tensor or a number)."""
         require(not self._closed, "Monitor.step", "an open Monitor", "one that was closed")
         self._pending_losses.append(self._loss_entry(loss))
         sample = self._sample
@@ -241,7 +249,9 @@ class Monitor:
     def _note_pass_without_gradients(self):
         training = [name for name, module in self._layout.mode_modules if module.training]
         if training:
-            self._eval_passes.append((self._step, training))
+            self._eval_pass_count += 1
+            if not self._eval_passes:
+                self._eval_passes.append((self._step, training))
 
     # -------------------------------------------------------------- queueing
     def _queue_activation(self, sample, name, tensor, saturation):
@@ -273,8 +283,7 @@ class Monitor:
 
     def _queue_gradients(self, sample):
         """Hand this iteration's weight copies to the update measurement."""
-        params = {p.name: p for p in self._layout.trainable}
-        self._pending_updates += [(sample, params[name], before)
+        self._pending_updates += [(sample, self._params_by_name[name], before)
                                   for name, before in self._arrivals.items()]
         self._arrivals = {}
 
@@ -346,7 +355,8 @@ class Monitor:
             learning_rates=learning_rates(self._optimizer),
             gradient_norms=self._gradient_norms.values,
             first_nonfinite_step=self._history.first_nonfinite_step,
-            eval_passes=list(self._eval_passes), kept_losses=list(self._kept_losses),
+            eval_passes=list(self._eval_passes), eval_pass_count=self._eval_pass_count,
+            kept_losses=list(self._kept_losses),
             units=self._units)
 
     def _run_checks(self, view, *, urgent_only=False):

@@ -127,3 +127,16 @@ def test_loss_curve_marks_the_first_nan(tmp_path):
     paths = monitor.report().plot(tmp_path)
     assert paths[0].stat().st_size > 10_000
     assert np.isnan(monitor.history.losses[3])
+
+
+def test_a_sink_that_fails_to_open_closes_the_others_and_leaves_no_hook(tmp_path):
+    class Broken(CSVSink):
+        def open(self, columns):
+            raise OSError("disk full")
+
+    model = mlp(MINIGRAD, [FEATURES, 4])
+    first = CSVSink(tmp_path / "a.csv")
+    with pytest.raises(OSError, match="disk full"):
+        Monitor(model, sinks=[first, Broken(tmp_path / "b.csv")])
+    assert first._file is None
+    assert not model._forward_pre_hooks and not model._forward_hooks

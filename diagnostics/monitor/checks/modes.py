@@ -14,7 +14,7 @@ def train_mode_at_eval(view):
         f"and batch norm uses the batch's statistics and updates its running averages",
         "call model.eval() before evaluating and model.train() before training again; "
         "torch.no_grad() does not switch modes",
-        {"step": step, "modules": list(names), "passes": len(view.eval_passes)})]
+        {"step": step, "modules": list(names), "passes": view.eval_pass_count})]
 
 
 CHECKS = (train_mode_at_eval,)

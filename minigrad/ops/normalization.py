@@ -16,7 +16,6 @@ class BatchNorm(Function):
     def forward(ctx, x, running_mean, running_var, weight, bias, training, momentum, eps):
         _check_channel_shapes(x, running_mean=running_mean, running_var=running_var,
                               weight=weight, bias=bias)
-        axes = (0,) + tuple(range(2, x.ndim))
         stat_shape = channel_shape(x)
         use_batch = training or running_mean is None or running_var is None
         if use_batch:
@@ -24,9 +23,9 @@ class BatchNorm(Function):
             if count <= 1:
                 raise ValueError(f"batch_norm: expected more than 1 value per channel when "
                                  f"training, got input of shape {x.shape}")
-            mean = x.mean(axis=axes)
+            mean = channel_sums(x) / count
             centered = x - mean.reshape(stat_shape)
-            var = np.square(centered).mean(axis=axes)
+            var = channel_sums(centered, centered) / count
             if training and running_mean is not None:
                 running_mean *= 1 - momentum
                 running_mean += momentum * mean
@@ -39,9 +38,12 @@ class BatchNorm(Function):
         invstd = (1.0 / np.sqrt(var + eps)).astype(x.dtype).reshape(stat_shape)
         x_hat = centered
         x_hat *= invstd
-        out = x_hat if weight is None else x_hat * weight.reshape(stat_shape)
-        if bias is not None:
-            out = out + bias.reshape(stat_shape)
+        if weight is None:
+            out = x_hat if bias is None else x_hat + bias.reshape(stat_shape)
+        else:
+            out = x_hat * weight.reshape(stat_shape)
+            if bias is not None:
+                out += bias.reshape(stat_shape)
         ctx.save_for_backward(x_hat, invstd, weight)
         ctx.use_batch = use_batch
         return out
@@ -49,10 +51,9 @@ class BatchNorm(Function):
     @staticmethod
     def backward(ctx, grad):
         x_hat, invstd, weight = ctx.saved_tensors
-        axes = (0,) + tuple(range(2, grad.ndim))
         stat_shape = channel_shape(grad)
-        sum_grad = grad.sum(axis=axes, keepdims=True)
-        sum_grad_x_hat = (grad * x_hat).sum(axis=axes, keepdims=True)
+        sum_grad = channel_sums(grad).reshape(stat_shape)
+        sum_grad_x_hat = channel_sums(grad, x_hat).reshape(stat_shape)
         grad_x = None
         if ctx.needs_input_grad[0]:
             scale = invstd if weight is None else invstd * weight.reshape(stat_shape)
@@ -106,6 +107,14 @@ class LayerNorm(Function):
         if ctx.needs_input_grad[3]:
             grad_b = grad.sum(axis=leading)
         return grad_x, None, grad_w, grad_b, None
+
+
+def channel_sums(a, b=None):
+    """Per-channel (axis 1) sums of ``a``, or of ``a * b``, without a temporary of their size."""
+    a = a.reshape(a.shape[0], a.shape[1], -1)
+    if b is None:
+        return np.einsum("ncl->c", a)
+    return np.einsum("ncl,ncl->c", a, b.reshape(a.shape))
 
 
 def channel_shape(x):

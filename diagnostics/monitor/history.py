@@ -7,6 +7,7 @@ from .kinds import SATURATION
 from .layout import display_name
 
 ACTIVATION_STATS = ("mean", "std", "min", "max", "zeros", "dead")
+LEVEL_STEPS = 25   # the loss level is the median of this many consecutive steps
 GRADIENT_STATS = ("norm", "abs_mean", "max")
 
 
@@ -67,12 +68,20 @@ class History:
         self._losses = Series()
         self._values = array("d")
         self.first_nonfinite_step = None
+        self.best_level = None        # the lowest median of LEVEL_STEPS consecutive losses
+        self._level = []
 
     # ------------------------------------------------------------------ losses
     def add_loss(self, value):
         if self.first_nonfinite_step is None and not np.isfinite(value):
             self.first_nonfinite_step = len(self._losses)
         self._losses.append(value)
+        self._level.append(value)
+        if len(self._level) == LEVEL_STEPS:
+            level = float(np.median(self._level))
+            if np.isfinite(level) and (self.best_level is None or level < self.best_level):
+                self.best_level = level
+            self._level = []
 
     @property
     def losses(self):

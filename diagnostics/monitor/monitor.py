@@ -67,7 +67,7 @@ class Monitor:
                                    for param in self._layout.trainable]
         self._collector = Collector(backend)
         self._samples = deque(maxlen=window)
-        self._units = UnitActivity(window)
+        self._units = UnitActivity(min(window, self.thresholds.dead_samples))
         self._gradient_norms = Series()
         self._findings = {}
         self._on_finding = on_finding
@@ -355,6 +355,7 @@ class Monitor:
             learning_rates=learning_rates(self._optimizer),
             gradient_norms=self._gradient_norms.values,
             first_nonfinite_step=self._history.first_nonfinite_step,
+            best_loss_level=self._history.best_level,
             eval_passes=list(self._eval_passes), eval_pass_count=self._eval_pass_count,
             kept_losses=list(self._kept_losses),
             units=self._units)

@@ -21,9 +21,9 @@ class LayerSummary:
     max: float = math.nan
     zero_fraction: float = math.nan
     saturated_fraction: float = math.nan   # sigmoid/tanh layers only
-    dead_fraction: float = math.nan        # ReLU layers only, over the window
+    dead_fraction: float = math.nan        # ReLU layers only, over the last sampled steps
     units: int = 0
-    gradient_rms: float = math.nan         # RMS of the layer's weight gradient, window median
+    gradient_rms: float = math.nan         # RMS of the layer's weight gradient, recent median
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,7 @@ class MonitorReport:
     # -------------------------------------------------------------- display
     def __str__(self):
         lines = [f"gradhunt Monitor: {self.backend} {self.model_type}, {self.steps} steps, "
-                 f"{self.sampled_steps} sampled (every {self.every}; checks over the last "
-                 f"{self.window})"]
+                 f"{self.sampled_steps} sampled (every {self.every})"]
         lines += _loss_lines(self.loss) + _input_lines(self.input) + [""]
         lines += _finding_lines(self.findings, self.steps) + [""]
         lines += _layer_lines(self.layers) + [""] + _parameter_lines(self.parameters)
@@ -218,8 +217,8 @@ def _layer_lines(layers):
     kinds = max(max(len(layer.type_name) for layer in layers), 4)
     head = (f"  {'layer':<{width}}  {'type':<{kinds}}  {'mean':>9} {'std':>9} {'min':>9} "
             f"{'max':>9} {'zeros':>6} {'dead':>6} {'satur.':>6} {'grad RMS':>9}")
-    lines = ["layers, in model order (activations at the last sampled step; dead units over "
-             "the window)", head]
+    lines = ["layers in model order: output at the last sampled step, dead units over the "
+             "last sampled steps", head]
     for layer in layers:
         lines.append(
             f"  {display_name(layer.name):<{width}}  {layer.type_name:<{kinds}}  "
@@ -235,7 +234,7 @@ def _parameter_lines(parameters):
         return []
     width = max(max(len(p.name) for p in parameters), 9)
     shapes = max(max(len(str(p.shape)) for p in parameters), 5)
-    lines = ["parameters (gradient at the last sampled step; update of the last measured step)",
+    lines = ["parameters: gradient at the last sampled step, update of the last measured step",
              f"  {'parameter':<{width}}  {'shape':<{shapes}}  {'|grad|':>9} {'mean|g|':>9} "
              f"{'max|g|':>9} {'|dw|/|w|':>9}"]
     for p in parameters:

@@ -2,7 +2,8 @@
 from dataclasses import dataclass
 
 DEFAULT_EVERY = 50   # statistics on the first two iterations, then on every 50th
-DEFAULT_WINDOW = 20  # checks of sampled statistics look back over the last 20 sampled steps
+DEFAULT_WINDOW = 10  # sampled steps kept for the checks that look back (missing gradients,
+                     # parameters that never move, gradient growth)
 
 
 @dataclass(frozen=True)
@@ -15,10 +16,14 @@ class Thresholds:
     noise does not trip them.
     """
 
-    # DEAD_UNITS: a unit is dead when its output was exactly 0 on every example of the window
+    # checks of a state (activations, gradient flow, input) take the last few sampled steps
+    recent_samples: int = 3
+    # DEAD_UNITS: a unit is dead when its output was exactly 0 on every value it gave in the
+    # last ``dead_samples`` sampled steps
+    dead_samples: int = 5
     dead_fraction: float = 0.5          # warning when this share of a ReLU layer's units is dead
     dead_fraction_error: float = 0.8    # error from here on
-    dead_min_examples: int = 64         # examples the window must hold before a unit is judged
+    dead_min_examples: int = 64         # values per unit needed before a unit is judged
     # SATURATED_ACTIVATIONS: sigmoid output within 0.01 of 0 or 1, tanh within 0.01 of ±1
     saturated_fraction: float = 0.3
     # EXPLODING_ACTIVATIONS: root mean square of a layer's output
@@ -40,5 +45,5 @@ class Thresholds:
     plateau_progress: float = 0.1       # a plateau is reported while progress since start is below
     chance_tolerance: float = 0.05      # LOSS_AT_CHANCE: within 5% of -log(1/C)
     # UNNORMALIZED_INPUT: root mean square of the model's input outside [low, high]
-    input_rms_high: float = 10.0
+    input_rms_high: float = 5.0
     input_rms_low: float = 1e-3

@@ -3,8 +3,8 @@ import numpy as np
 
 
 class UnitActivity:
-    """A ring of the last ``window`` per-unit extremes of each layer, for dead-unit checks
-    that cost one reduction instead of a pass over the window's records."""
+    """A ring of the last ``window`` per-unit extremes of each layer: a dead-unit check costs
+    one reduction instead of a pass over records."""
 
     def __init__(self, window):
         self.window = window
@@ -15,6 +15,11 @@ class UnitActivity:
         if ring is None or ring.units != record.units:
             ring = self._rings[name] = _Ring(self.window, record.units)
         ring.add(record.unit_max, record.unit_min, record.examples)
+
+    def examples(self, name):
+        """Values per unit in the ring, and the sampled steps they came from."""
+        ring = self._rings.get(name)
+        return (0, 0) if ring is None else (ring.examples(), ring.filled)
 
     def dead(self, name, *, min_examples):
         """Boolean array of the units that gave exactly 0 on every value of the window; None
@@ -30,16 +35,16 @@ class _Ring:
         self.units = units
         self._magnitude = np.zeros((window, units))   # per unit: max(|largest|, |smallest|)
         self._examples = np.zeros(window, dtype=np.int64)
-        self._next = self._filled = 0
+        self._next = self.filled = 0
 
     def add(self, unit_max, unit_min, examples):
         np.maximum(np.abs(unit_max), np.abs(unit_min), out=self._magnitude[self._next])
         self._examples[self._next] = examples
         self._next = (self._next + 1) % len(self._examples)
-        self._filled = min(self._filled + 1, len(self._examples))
+        self.filled = min(self.filled + 1, len(self._examples))
 
     def examples(self):
-        return int(self._examples[:self._filled].sum())
+        return int(self._examples[:self.filled].sum())
 
     def dead(self):
-        return self._magnitude[:self._filled].max(axis=0) == 0
+        return self._magnitude[:self.filled].max(axis=0) == 0

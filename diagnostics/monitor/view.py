@@ -41,6 +41,7 @@ class WindowView:
     learning_rates: list = field(default_factory=list)
     gradient_norms: np.ndarray = field(default_factory=lambda: np.zeros(0))  # sampled steps
     first_nonfinite_step: int | None = None
+    best_loss_level: float | None = None          # lowest median of 25 consecutive losses
     eval_passes: list = field(default_factory=list)   # the first (step, [modules in train mode])
     eval_pass_count: int = 0                           # passes without gradients in train mode
     kept_losses: list = field(default_factory=list)   # (step, graph buffers alive) of held losses
@@ -82,14 +83,19 @@ class WindowView:
         return self.learning_rates[0] if self.learning_rates else None
 
     # ------------------------------------------------------------ activations
+    @property
+    def recent(self):
+        """The last ``recent_samples`` samples: what checks of a current state look at."""
+        return self.samples[-self.thresholds.recent_samples:]
+
     def activations(self, layer_name):
-        """The layer's records over the window, oldest first."""
+        """The layer's records in the recent samples, oldest first."""
         return self._activations_by_layer.get(layer_name, [])
 
     @cached_property
     def _activations_by_layer(self):
         by_layer = {}
-        for sample in self.samples:
+        for sample in self.recent:
             for name, record in sample.activations.items():
                 by_layer.setdefault(name, []).append(record)
         return by_layer
@@ -114,7 +120,7 @@ class WindowView:
         return [s for s in self.samples if s.gradients]
 
     def gradient_rms(self, param_name):
-        """Median RMS of a parameter's gradient over the window; None if it never got one."""
+        """Median RMS of a parameter's gradient in the recent samples; None without one."""
         return self._gradient_rms.get(param_name)
 
     @property
@@ -125,7 +131,7 @@ class WindowView:
     @cached_property
     def _gradient_rms(self):
         values = {}
-        for sample in self.samples:
+        for sample in self.recent:
             for name, record in sample.gradients.items():
                 values.setdefault(name, []).append(record.rms)
         return {name: statistics.median(rms) for name, rms in values.items()}

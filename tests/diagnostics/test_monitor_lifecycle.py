@@ -324,7 +324,7 @@ def test_report_is_readable_and_json_ready(fw):
     report = monitor.report()
     text = str(report)
     assert text.startswith(f"gradhunt Monitor: {fw.name} Sequential, 9 steps")
-    for part in ("loss ", "input ", "layers, in model order", "parameters", "0.weight",
+    for part in ("loss ", "input ", "layers in model order", "parameters:", "0.weight",
                  "(16,)", "STALE_GRADIENTS", "try: call optimizer.zero_grad()"):
         assert part in text
     data = json.loads(json.dumps(report.to_dict()))

@@ -20,14 +20,14 @@ def dead_units(view):
             continue
         records = view.activations(layer.name)
         fraction = float(dead.mean())
-        examples = sum(r.examples for r in records)
+        examples, steps = view.units.examples(layer.name)
         zeros = statistics.fmean(r.zero_fraction for r in records)
         severity = "error" if fraction > thresholds.dead_fraction_error else "warning"
         findings.append(Finding(
             "DEAD_UNITS", severity, layer.name,
             f"{int(dead.sum())} of {dead.size} units ({fraction:.0%}) of "
-            f"{display_name(layer.name)} ({layer.type_name}) gave 0 on every one of {examples} "
-            f"values in the last {len(records)} sampled steps (a healthy ReLU layer has about "
+            f"layer {display_name(layer.name)} ({layer.type_name}) gave 0 on every one of {examples} "
+            f"values in the last {steps} sampled steps (a healthy ReLU layer has about "
             f"half its outputs at 0, but each unit fires on some inputs)",
             f"LeakyReLU(0.01) instead of ReLU; He (Kaiming) init, biases at 0 rather than "
             f"negative; {lower_learning_rate(view)}; BatchNorm/LayerNorm before the ReLU",
@@ -50,7 +50,7 @@ def saturated_activations(view):
             continue
         findings.append(Finding(
             "SATURATED_ACTIVATIONS", "warning", layer.name,
-            f"{fraction:.0%} of the outputs of {display_name(layer.name)} ({layer.type_name}) "
+            f"{fraction:.0%} of the outputs of layer {display_name(layer.name)} ({layer.type_name}) "
             f"sit at the flat ends of the curve, where the gradient is almost 0",
             "normalize the inputs; Xavier/Glorot init (gain 5/3 for tanh) or smaller weights; "
             "BatchNorm/LayerNorm before the activation; ReLU/GELU instead of "
@@ -77,9 +77,9 @@ def exploding_activations(view):
     layer, rms, finite, top, bottom = over[0]
     return [Finding(
         "EXPLODING_ACTIVATIONS", "warning" if finite else "error", layer.name,
-        (f"the output of {display_name(layer.name)} ({layer.type_name}) has a root mean "
+        (f"the output of layer {display_name(layer.name)} ({layer.type_name}) has a root mean "
          f"square of {rms:.4g} (largest magnitude {max(top, bottom):.4g})" if finite else
-         f"the output of {display_name(layer.name)} ({layer.type_name}) holds NaN or inf")
+         f"the output of layer {display_name(layer.name)} ({layer.type_name}) holds NaN or inf")
         + (f"; {len(over)} layers are above {limit:g}" if len(over) > 1 else ""),
         "normalize the inputs (zero mean, unit variance); smaller init (He/Xavier scale, "
         "1/sqrt(fan_in)); BatchNorm/LayerNorm; "
@@ -105,7 +105,7 @@ def collapsed_activations(view):
         last = records[-1]
         return [Finding(
             "COLLAPSED_ACTIVATIONS", "warning", layer.name,
-            f"every unit of {display_name(layer.name)} ({layer.type_name}) gives the same "
+            f"every unit of layer {display_name(layer.name)} ({layer.type_name}) gives the same "
             f"value for every example (mean {last.mean:.4g}): the layer no longer depends on "
             f"its input",
             "look for weights initialised to a constant or zero (symmetric units), a "

@@ -21,8 +21,8 @@ def vanishing_gradients(view):
     first, rms = starved[0]   # flow is in the model's own order: the earliest starved layer
     return [Finding(
         "VANISHING_GRADIENTS", "warning", first.module_name,
-        f"the gradient reaching {display_name(first.module_name)} is {rms / top:.2g} times "
-        f"that of {display_name(reference.module_name)} (RMS {rms:.3g} vs {top:.3g}); "
+        f"the gradient reaching layer {display_name(first.module_name)} is {rms / top:.2g} times "
+        f"that of layer {display_name(reference.module_name)} (RMS {rms:.3g} vs {top:.3g}); "
         f"{len(starved)} of {len(flow)} layers get less than {view.thresholds.vanishing_ratio:g} "
         f"of the largest",
         "ReLU/GELU instead of sigmoid/tanh in hidden layers; residual (skip) connections; "
@@ -119,7 +119,7 @@ def no_gradient(view):
                 "NO_GRADIENT", "warning", last.module_name,
                 f"no gradient reached {_names(run)} in {len(samples)} sampled steps while "
                 f"other parameters got one: the graph is cut at or after "
-                f"{display_name(last.module_name)}, or the module is not used in forward",
+                f"layer {display_name(last.module_name)}, or the module is not used in forward",
                 "look for .detach(), .data, .item()/.numpy() round trips or torch.no_grad() "
                 "inside forward, and for layers defined in __init__ but never called",
                 {"parameters": [p.name for p in run], "sampled_steps": len(samples)}))

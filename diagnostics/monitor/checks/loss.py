@@ -23,16 +23,20 @@ def nan_loss(view):
 
 
 def loss_diverging(view):
-    """The loss grows within the window, ends above where it began, or, for a classifier,
-    ends above the uniform guess it started from: training is making the model worse."""
+    """The loss grows within the window, climbed far back from the best level it reached, ends
+    above where it began, or, for a classifier, ends above the uniform guess it started from:
+    training is making the model worse."""
     levels = view.loss_levels
     if levels is None:
         return []
     initial, then, now = levels.initial, levels.then, levels.now
-    chance = view.chance_loss
+    chance, best = view.chance_loss, view.best_loss_level
     factor = view.thresholds.diverging_factor
     if now > factor * abs(then) and now > initial:
         reason = f"grew from {then:.4g} to {now:.4g} over the last {levels.steps} steps"
+    elif best is not None and now > factor * best and now - best > 0.1 * abs(initial):
+        reason = (f"climbed back to {now:.4g} after reaching {best:.4g} (the best median of "
+                  f"25 steps)")
     elif now > 1.5 * abs(initial) and now > initial:
         reason = f"is at {now:.4g}, {now / initial:.2g} times its first value ({initial:.4g})"
     elif chance is not None and now > initial and now > (1 + 2 * view.thresholds.chance_tolerance) * chance:
@@ -45,8 +49,8 @@ def loss_diverging(view):
         f"the loss {reason}: the steps make the model worse",
         f"{lower_learning_rate(view)}; {clip_gradients(view)}; check the learning-rate "
         f"schedule (a warm-up that overshoots)",
-        {"initial": initial, "earlier": then, "recent": now, "steps": levels.steps,
-         "chance_loss": chance, "learning_rate": view.learning_rate})]
+        {"initial": initial, "earlier": then, "recent": now, "best_level": best,
+         "steps": levels.steps, "chance_loss": chance, "learning_rate": view.learning_rate})]
 
 
 def loss_oscillating(view):
@@ -89,8 +93,8 @@ def loss_plateau(view):
     change = abs(now - then) / abs(then)
     progress = (initial - now) / abs(initial)
     thresholds = view.thresholds
-    if change > thresholds.plateau_change or progress > thresholds.plateau_progress:
-        return []
+    if change > thresholds.plateau_change or abs(progress) > thresholds.plateau_progress:
+        return []   # moving, or far from where it started (down: learned; up: diverged)
     return [Finding(
         "LOSS_PLATEAU", "warning", "loss",
         f"the loss has stayed at {now:.4g} for the last {levels.steps} steps, "
@@ -111,6 +115,9 @@ def loss_at_chance(view):
     tolerance = view.thresholds.chance_tolerance
     if abs(now - chance) > tolerance * chance or then - now > view.thresholds.plateau_change * chance:
         return []   # away from chance, or still on its way down
+    best = view.best_loss_level
+    if best is not None and best < (1 - 2 * tolerance) * chance:
+        return []   # it learned once, then lost it: LOSS_DIVERGING tells that story
     width = view.output_width
     return [Finding(
         "LOSS_AT_CHANCE", "warning", "loss",

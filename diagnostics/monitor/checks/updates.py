@@ -45,7 +45,7 @@ def params_not_updating(view):
                "optimizer built over this model's parameters")
     where = None if everything else stuck[0].module_name
     subject = (f"none of the {len(stuck)} parameters" if everything
-               else f"{len(stuck)} parameters of {display_name(stuck[0].module_name)}")
+               else f"{len(stuck)} parameters of layer {display_name(stuck[0].module_name)}")
     return [Finding(
         "PARAMS_NOT_UPDATING", "error", where,
         f"{subject} changed in {len(measured)} sampled steps although they received "

@@ -48,7 +48,6 @@ class Layout:
 
     def __init__(self, backend, optimizer=None):
         modules = backend.named_modules()
-        self.order = {name: index for index, (name, _) in enumerate(modules)}
         self.root_type = type(backend.model).__name__
         self.layers = [LayerInfo(name, module_kind(module), type(module).__name__, module)
                        for name, module in modules
@@ -70,9 +69,6 @@ class Layout:
     def weights(self):
         """Trainable matrices and kernels in model order: one per layer for gradient flow."""
         return [p for p in self.params if p.trainable and p.is_weight]
-
-    def module_order(self, name):
-        return self.order.get(name, len(self.order))
 
 
 def display_name(name):

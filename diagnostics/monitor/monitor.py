@@ -384,13 +384,13 @@ class Monitor:
             values = (record.mean, record.std, record.minimum, record.maximum,
                       record.zero_fraction, view.dead_fraction(layer), record.saturated_fraction)
             row.update(zip(columns, values))   # "saturated" only where the layer has a column
-        for param, columns, update_column in self._parameter_columns:
+        for param, columns, ratio_column in self._parameter_columns:
             grad = sample.gradients.get(param.name)
             if grad is not None:
                 row.update(zip(columns, (grad.norm, grad.abs_mean, grad.abs_max)))
             update = self._last_updates.get(param.name)
             if update is not None:
-                row[update_column] = update.ratio
+                row[ratio_column] = update.ratio
         return row
 
     def _histograms(self):

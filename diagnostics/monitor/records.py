@@ -148,10 +148,6 @@ class Sample:
     stale: dict = field(default_factory=dict)         # parameter name -> GradientRecord left from before
     updates: dict = field(default_factory=dict)       # parameter name -> UpdateRecord
 
-    @property
-    def had_backward(self):
-        return bool(self.gradients)
-
     @cached_property
     def gradient_norm(self):
         """Norm of all parameters' gradients together (read once the sample is complete)."""

@@ -31,7 +31,7 @@ class Backend(ABC):
     """One framework's implementation of the operations the diagnostics use."""
 
     name = "abstract"
-    UPDATE_SAMPLE = 65536  # at most this many entries per parameter measure an update's size
+    UPDATE_SAMPLE = 16384  # at most this many entries per parameter measure an update's size
     SAMPLE_BLOCK = 16      # taken in runs of 16 neighbours (a 64-byte cache line of float32)
 
     def __init__(self, model):

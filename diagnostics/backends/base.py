@@ -124,7 +124,7 @@ class Backend(ABC):
         return module.register_forward_pre_hook(hook)
 
     def add_tensor_hook(self, tensor, hook):
-        """``hook(grad)`` with the gradient arriving at ``tensor``, before it is added to ``.grad``."""
+        """``hook(grad)`` with the gradient arriving at ``tensor``, before it joins ``.grad``."""
         return tensor.register_hook(hook)
 
     # ------------------------------------------------------------- statistics

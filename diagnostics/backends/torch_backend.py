@@ -174,7 +174,8 @@ class TorchBackend(Backend):
 
     def _reducible(self, tensor):
         """float32 for half types, whose sums overflow and which CPU ``dot`` lacks."""
-        return tensor.float() if tensor.dtype in (self.torch.float16, self.torch.bfloat16) else tensor
+        halves = (self.torch.float16, self.torch.bfloat16)
+        return tensor.float() if tensor.dtype in halves else tensor
 
     # ------------------------------------------------------------------ state
     def _copy_tensor(self, tensor):

@@ -1,4 +1,4 @@
-"""``Collector``: results computed on the device wait here until one transfer brings them all to the host."""
+"""``Collector``: results computed on the device wait here for one transfer to the host."""
 
 
 class Collector:

@@ -1,4 +1,4 @@
-"""``History``: the loss of every step and one row of statistics per sampled step, kept compactly."""
+"""``History``: the loss of every step and a row of statistics per sampled step, compactly."""
 from array import array
 
 import numpy as np

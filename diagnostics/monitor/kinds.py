@@ -1,4 +1,4 @@
-"""What a module is, as far as the checks care: told by its class names, for torch and minigrad alike."""
+"""What a module is, as far as the checks care, told by its class names (torch and minigrad)."""
 
 RECTIFIER = "rectifier"   # ReLU: units can die
 SIGMOID = "sigmoid"       # saturates at 0 and 1
@@ -33,7 +33,7 @@ def module_kind(module):
 
 
 def changes_with_mode(module):
-    """True for modules whose output differs between train and eval mode (dropout with p > 0, batch norm)."""
+    """True when train and eval mode give different outputs: dropout with p > 0, batch norm."""
     kind = module_kind(module)
     if kind == DROPOUT:
         return getattr(module, "p", 1.0) > 0

@@ -1,4 +1,4 @@
-"""``Monitor``: watch a training loop through hooks; statistics, loss health and findings, cheaply."""
+"""``Monitor``: watch a training loop through hooks: statistics, loss health and findings."""
 import math
 import numbers
 import weakref

@@ -14,7 +14,7 @@ _STATS = (("mean", "mean"), ("std", "standard deviation"), ("zeros", "fraction o
 
 
 def save_plots(report, directory):
-    """Write loss.png, gradient_flow.png and activations.png into ``directory``; return the paths."""
+    """Write loss.png, gradient_flow.png and activations.png into ``directory``; their paths."""
     require(isinstance(directory, (str, Path)), "directory", "a folder path",
             type(directory).__name__)
     directory = Path(directory)

@@ -145,7 +145,7 @@ class Sample:
     output_width: int | None = None
     activations: dict = field(default_factory=dict)   # layer name -> ActivationRecord
     gradients: dict = field(default_factory=dict)     # parameter name -> GradientRecord
-    stale: dict = field(default_factory=dict)         # parameter name -> GradientRecord left from before
+    stale: dict = field(default_factory=dict)         # parameter name -> GradientRecord left over
     updates: dict = field(default_factory=dict)       # parameter name -> UpdateRecord
 
     @cached_property

@@ -1,4 +1,4 @@
-"""``MonitorReport``: what a Monitor saw, as findings, tables and history; readable and JSON-ready."""
+"""``MonitorReport``: what a Monitor saw, as findings, tables and history; text and JSON."""
 import math
 import textwrap
 from dataclasses import dataclass, field

@@ -1,4 +1,4 @@
-"""``UnitActivity``: per layer, each unit's largest and smallest output over the last sampled steps."""
+"""``UnitActivity``: per layer, each unit's largest output magnitude in the last sampled steps."""
 import numpy as np
 
 

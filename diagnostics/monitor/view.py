@@ -30,7 +30,7 @@ class LossLevels:
 
 @dataclass
 class WindowView:
-    """The last ``window`` sampled iterations, the loss of every step, and what the Monitor knows."""
+    """The last ``window`` sampled steps, the loss of every step, and what the Monitor knows."""
 
     step: int                      # steps completed so far
     every: int
@@ -63,8 +63,9 @@ class WindowView:
         if head.size == 0:
             return None
         return LossLevels(
-            initial=float(head[0]), start=float(np.median(head)), then=float(np.median(recent[:quarter])),
-            now=float(np.median(recent[-quarter:])), recent=recent,
+            initial=float(head[0]), start=float(np.median(head)),
+            then=float(np.median(recent[:quarter])), now=float(np.median(recent[-quarter:])),
+            recent=recent,
             beyond_start=self.losses.size >= size + quarter)
 
     @cached_property
@@ -101,8 +102,8 @@ class WindowView:
         return by_layer
 
     def dead_units(self, layer_name):
-        """Boolean array: units whose output was exactly 0 on every value of the window;
-        None before the window holds ``dead_min_examples`` values per unit."""
+        """Boolean array: units whose output was exactly 0 on every value of the last
+        ``dead_samples`` sampled steps; None before they hold ``dead_min_examples`` per unit."""
         if self.units is None:
             return None
         return self.units.dead(layer_name, min_examples=self.thresholds.dead_min_examples)
@@ -125,7 +126,7 @@ class WindowView:
 
     @property
     def gradient_rms_by_name(self):
-        """{parameter name: median gradient RMS over the window}."""
+        """{parameter name: median gradient RMS in the recent samples}."""
         return self._gradient_rms
 
     @cached_property

@@ -151,8 +151,12 @@ def test_no_item_call_per_statistic(monkeypatch):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     gathers = []
     original = TorchBackend.gather
-    monkeypatch.setattr(TorchBackend, "gather",
-                        lambda self, results: gathers.append(len(results)) or original(self, results))
+
+    def counting_gather(self, results):
+        gathers.append(len(results))
+        return original(self, results)
+
+    monkeypatch.setattr(TorchBackend, "gather", counting_gather)
 
     def refuse(*args):
         raise AssertionError("a per-number synchronisation")

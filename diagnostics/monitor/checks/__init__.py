@@ -1,4 +1,4 @@
-"""The Monitor's checks, one family per file; each check reads a ``WindowView`` and returns findings.
+"""The Monitor's checks, one family per file: each reads a ``WindowView``, returns findings.
 
 ``URGENT`` checks are cheap and run on every sampled step (NaN loss, stale or exploding
 gradients: the alerts that should not wait); the others run at most every ``FULL_CHECK_STEPS``

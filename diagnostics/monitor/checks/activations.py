@@ -26,8 +26,8 @@ def dead_units(view):
         findings.append(Finding(
             "DEAD_UNITS", severity, layer.name,
             f"{int(dead.sum())} of {dead.size} units ({fraction:.0%}) of "
-            f"layer {display_name(layer.name)} ({layer.type_name}) gave 0 on every one of {examples} "
-            f"values in the last {steps} sampled steps (a healthy ReLU layer has about "
+            f"layer {display_name(layer.name)} ({layer.type_name}) gave 0 on every one of "
+            f"{examples} values in the last {steps} sampled steps (a healthy ReLU layer has about "
             f"half its outputs at 0, but each unit fires on some inputs)",
             f"LeakyReLU(0.01) instead of ReLU; He (Kaiming) init, biases at 0 rather than "
             f"negative; {lower_learning_rate(view)}; BatchNorm/LayerNorm before the ReLU",
@@ -50,7 +50,8 @@ def saturated_activations(view):
             continue
         findings.append(Finding(
             "SATURATED_ACTIVATIONS", "warning", layer.name,
-            f"{fraction:.0%} of the outputs of layer {display_name(layer.name)} ({layer.type_name}) "
+            f"{fraction:.0%} of the outputs of layer {display_name(layer.name)} "
+            f"({layer.type_name}) "
             f"sit at the flat ends of the curve, where the gradient is almost 0",
             "normalize the inputs; Xavier/Glorot init (gain 5/3 for tanh) or smaller weights; "
             "BatchNorm/LayerNorm before the activation; ReLU/GELU instead of "

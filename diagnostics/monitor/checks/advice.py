@@ -1,4 +1,4 @@
-"""Shared wording for suggestions: a learning rate ten times lower, a clip value from the history."""
+"""Shared wording for suggestions: a learning rate 10x lower, a clip value from the history."""
 
 
 def lower_learning_rate(view):

@@ -152,7 +152,9 @@ def _runs(params, chosen):
 
 def _share(params, view):
     total = len(view.layout.trainable)
-    return f"all {total} parameters" if len(params) == total else f"{len(params)} of {total} parameters"
+    if len(params) == total:
+        return f"all {total} parameters"
+    return f"{len(params)} of {total} parameters"
 
 
 def _names(params, limit=4):

@@ -39,7 +39,8 @@ def loss_diverging(view):
                   f"25 steps)")
     elif now > 1.5 * abs(initial) and now > initial:
         reason = f"is at {now:.4g}, {now / initial:.2g} times its first value ({initial:.4g})"
-    elif chance is not None and now > initial and now > (1 + 2 * view.thresholds.chance_tolerance) * chance:
+    elif (chance is not None and now > initial
+          and now > (1 + 2 * view.thresholds.chance_tolerance) * chance):
         reason = (f"is at {now:.4g}, above its first value ({initial:.4g}) and above the "
                   f"{chance:.4g} of a uniform guess over {view.output_width} classes")
     else:
@@ -113,8 +114,9 @@ def loss_at_chance(view):
         return []
     then, now = levels.then, levels.now
     tolerance = view.thresholds.chance_tolerance
-    if abs(now - chance) > tolerance * chance or then - now > view.thresholds.plateau_change * chance:
-        return []   # away from chance, or still on its way down
+    still_falling = then - now > view.thresholds.plateau_change * chance
+    if abs(now - chance) > tolerance * chance or still_falling:
+        return []
     best = view.best_loss_level
     if best is not None and best < (1 - 2 * tolerance) * chance:
         return []   # it learned once, then lost it: LOSS_DIVERGING tells that story

@@ -26,7 +26,7 @@ class Conv2d(Function):
         rows = weight.reshape(out_channels, -1)
         # one matrix product per image: the result is already in (N, O, OH*OW) order
         out = np.empty((x.shape[0], out_channels, out_h * out_w), dtype=np.result_type(x, weight))
-        for block in image_blocks(padded, (kh, kw), stride):
+        for block in _split_batch(padded, (kh, kw), stride):
             np.matmul(rows, im2col(padded[block], (kh, kw), stride), out=out[block])
         if bias is not None:
             out += bias.reshape(-1, 1)
@@ -44,7 +44,7 @@ class Conv2d(Function):
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         grad_padded = np.zeros(padded_shape, dtype=grad.dtype) if need_x else None
         grad_w = np.zeros(rows.shape, dtype=np.result_type(grad, padded)) if need_w else None
-        for block in image_blocks(padded, (kh, kw), stride) if need_x or need_w else ():
+        for block in _split_batch(padded, (kh, kw), stride) if need_x or need_w else ():
             if need_w:
                 # per image (O, OH*OW) @ (OH*OW, C*kh*kw), summed over the block
                 cols = im2col(padded[block], (kh, kw), stride)
@@ -124,20 +124,13 @@ def im2col(padded, kernel, stride):
 
 
 def col2im(grad_cols, padded_shape, kernel, stride, out_hw):
-    """Add each window's gradient back onto the (padded) input grid: the adjoint of ``im2col``.
-
-    ``grad_cols`` is (N, C*kh*kw, OH*OW) as ``im2col`` gives, or the (C*kh*kw, N*OH*OW) of a
-    single matrix product over the whole batch.
-    """
+    """Add each window's gradient back onto the (padded) input grid, from the columns
+    (C*kh*kw, N*OH*OW) of a single matrix product over the whole batch."""
     n, channels = padded_shape[:2]
     out_h, out_w = out_hw
-    offsets = kernel[0] * kernel[1]
-    if grad_cols.ndim == 2:
-        patches = grad_cols.reshape(channels, offsets, n, out_h, out_w).transpose(2, 0, 1, 3, 4)
-    else:
-        patches = grad_cols.reshape(n, channels, offsets, out_h, out_w)
+    patches = grad_cols.reshape(channels, kernel[0] * kernel[1], n, out_h, out_w)
     grad = np.zeros(padded_shape, dtype=grad_cols.dtype)
-    _add_patches(grad, patches, kernel, stride)
+    _add_patches(grad, patches.transpose(2, 0, 1, 3, 4), kernel, stride)
     return grad
 
 
@@ -147,7 +140,7 @@ def _add_patches(grad, patches, kernel, stride):
         slab += patches[:, :, k]
 
 
-def image_blocks(padded, kernel, stride):
+def _split_batch(padded, kernel, stride):
     """Slices of the batch of even size whose columns take at most ``BLOCK_BYTES`` each (or
     one image, if that is bigger)."""
     n, channels = padded.shape[:2]

@@ -7,7 +7,9 @@ from .kinds import SATURATION
 from .layout import display_name
 
 ACTIVATION_STATS = ("mean", "std", "min", "max", "zeros", "dead")
-LEVEL_STEPS = 25   # the loss level is the median of this many consecutive steps
+LEVEL_STEPS = 24   # the loss level is the median of this many consecutive steps (even, and
+                   # a multiple of 2, 3 and 4: a loss swinging with such a period has no
+                   # falsely low level)
 GRADIENT_STATS = ("norm", "abs_mean", "max")
 
 

@@ -41,7 +41,7 @@ class WindowView:
     learning_rates: list = field(default_factory=list)
     gradient_norms: np.ndarray = field(default_factory=lambda: np.zeros(0))  # sampled steps
     first_nonfinite_step: int | None = None
-    best_loss_level: float | None = None          # lowest median of 25 consecutive losses
+    best_loss_level: float | None = None          # lowest median of 24 consecutive losses
     eval_passes: list = field(default_factory=list)   # the first (step, [modules in train mode])
     eval_pass_count: int = 0                           # passes without gradients in train mode
     kept_losses: list = field(default_factory=list)   # (step, graph buffers alive) of held losses

@@ -337,3 +337,20 @@ def test_report_is_readable_and_json_ready(fw):
     assert data["history"]["columns"][:3] == ["step", "loss", "gradient_norm"]
     assert {f["code"] for f in data["findings"]} == set(report.codes())
     assert all(math.isfinite(row[0]) for row in data["history"]["rows"])
+
+
+def test_an_oscillating_loss_is_not_also_a_plateau():
+    # SGD lr=0.625 on the asymmetric bowl w**2 (w > 0), 4 w**2 (w < 0) from w=1: 1, 0.25, 1, ...
+    weight, losses = 1.0, []
+    for _ in range(300):
+        losses.append(weight ** 2 if weight > 0 else 4 * weight ** 2)
+        weight -= 0.625 * (2 * weight if weight > 0 else 8 * weight)
+    codes = {f.code for f in feed(losses).findings}
+    assert "LOSS_OSCILLATING" in codes
+    assert "LOSS_PLATEAU" not in codes
+
+
+def test_a_flat_loss_with_small_noise_is_a_plateau():
+    noise = np.random.default_rng(0).normal(0.0, 0.002, 300)
+    codes = {f.code for f in feed(1.0 + noise).findings}
+    assert "LOSS_PLATEAU" in codes and "LOSS_OSCILLATING" not in codes

@@ -2,6 +2,7 @@
 import numpy as np
 
 from ...findings import Finding
+from ..history import LEVEL_STEPS
 from .advice import clip_gradients, lower_learning_rate
 
 
@@ -36,7 +37,7 @@ def loss_diverging(view):
         reason = f"grew from {then:.4g} to {now:.4g} over the last {levels.steps} steps"
     elif best is not None and now > factor * best and now - best > 0.1 * abs(initial):
         reason = (f"climbed back to {now:.4g} after reaching {best:.4g} (the best median of "
-                  f"25 steps)")
+                  f"{LEVEL_STEPS} steps)")
     elif now > 1.5 * abs(initial) and now > initial:
         reason = f"is at {now:.4g}, {now / initial:.2g} times its first value ({initial:.4g})"
     elif (chance is not None and now > initial
@@ -66,13 +67,9 @@ def loss_oscillating(view):
     if level <= 0 or then == 0 or now < 0.5 * abs(levels.initial):
         return []   # a loss far below where it began is converging, not oscillating
     progress = (then - now) / abs(then)
-    jumps = np.diff(recent)
-    swing = float(np.median(np.abs(recent - level))) / level
-    flips = float(np.mean(np.sign(jumps[1:]) != np.sign(jumps[:-1])))
-    step_size = float(np.median(np.abs(jumps))) / level
-    alternating = flips >= 0.8 and step_size >= 0.05
+    swing, flips, step_size = _swings(recent, level)
     if (progress > thresholds.plateau_progress or now > thresholds.diverging_factor * abs(then)
-            or not (swing >= thresholds.oscillation_amplitude or alternating)):
+            or not _is_swinging(swing, flips, step_size, thresholds)):
         return []
     return [Finding(
         "LOSS_OSCILLATING", "warning", "loss",
@@ -96,6 +93,9 @@ def loss_plateau(view):
     thresholds = view.thresholds
     if change > thresholds.plateau_change or abs(progress) > thresholds.plateau_progress:
         return []   # moving, or far from where it started (down: learned; up: diverged)
+    level = float(np.median(levels.recent))
+    if level > 0 and _is_swinging(*_swings(levels.recent, level), thresholds):
+        return []   # a level that swings is LOSS_OSCILLATING (lower the lr), not a plateau
     return [Finding(
         "LOSS_PLATEAU", "warning", "loss",
         f"the loss has stayed at {now:.4g} for the last {levels.steps} steps, "
@@ -130,6 +130,20 @@ def loss_at_chance(view):
         "preflight); raise the learning rate; check that the output layer's width is the "
         "number of classes",
         {"loss": now, "chance_loss": chance, "classes": width, "steps": view.step})]
+
+
+def _swings(recent, level):
+    """(median swing around ``level``, share of direction changes, median step), relative."""
+    jumps = np.diff(recent)
+    swing = float(np.median(np.abs(recent - level))) / level
+    flips = float(np.mean(np.sign(jumps[1:]) != np.sign(jumps[:-1])))
+    step_size = float(np.median(np.abs(jumps))) / level
+    return swing, flips, step_size
+
+
+def _is_swinging(swing, flips, step_size, thresholds):
+    """Wide swings, or a direction change almost every step with steps of 5% or more."""
+    return swing >= thresholds.oscillation_amplitude or (flips >= 0.8 and step_size >= 0.05)
 
 
 CHECKS = (nan_loss, loss_diverging, loss_oscillating, loss_plateau, loss_at_chance)

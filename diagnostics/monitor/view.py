@@ -137,12 +137,17 @@ class WindowView:
                 values.setdefault(name, []).append(record.rms)
         return {name: statistics.median(rms) for name, rms in values.items()}
 
-    def clip_value(self):
-        """AutoClip's rule: a low percentile of the gradient norms seen so far, leaving out
-        norms above the exploding threshold; None when fewer than three remain."""
+    def calm_gradient_norms(self):
+        """The finite, non-zero gradient norms below the exploding threshold, most recent
+        ``_CLIP_HISTORY`` sampled steps: what a clip value is taken from."""
         norms = self.gradient_norms[-_CLIP_HISTORY:]
         norms = norms[np.isfinite(norms)]
-        norms = norms[(norms > 0) & (norms < self.thresholds.gradient_norm)]
+        return norms[(norms > 0) & (norms < self.thresholds.gradient_norm)]
+
+    def clip_value(self):
+        """AutoClip's rule: a low percentile of the calm gradient norms seen so far; None when
+        fewer than three exist."""
+        norms = self.calm_gradient_norms()
         if norms.size < 3:
             return None
         return float(np.percentile(norms, self.thresholds.clip_percentile))

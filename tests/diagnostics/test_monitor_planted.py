@@ -270,3 +270,36 @@ def test_alerts_come_once_per_finding(fw):
     assert codes.count("STALE_GRADIENTS") == 1
     assert {(a.code, a.location) for a in alerts} == {(f.code, f.location)
                                                        for f in report.findings}
+
+
+def _nonfinite_gradients_after(fw, calm_steps):
+    """EXPLODING_GRADIENTS of a run whose batches turn NaN after ``calm_steps`` healthy ones."""
+    x, y = teacher_data(0)
+    model = mlp(fw, [FEATURES, 16, 4])
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.1)
+    with Monitor(model, optimizer, every=1) as monitor:
+        for step, (xb, yb) in enumerate(batches(x, y, steps=calm_steps + 2)):
+            xb = xb.copy()
+            xb[:, 3] = np.nan if step >= calm_steps else xb[:, 3]
+            optimizer.zero_grad()
+            loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb))
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+    return next(f for f in monitor.report().findings if f.code == "EXPLODING_GRADIENTS")
+
+
+def test_nonfinite_gradients_suggest_a_clip_from_the_calm_history(fw):
+    finding = _nonfinite_gradients_after(fw, 5)
+    assert finding.severity == "error"
+    clip = finding.evidence["suggested_clip"]
+    assert clip is not None and np.isfinite(clip) and clip > 0
+    assert f"max_norm={clip:.3g}" in finding.suggestion
+    assert finding.evidence["calm_gradient_norms"] == 5
+
+
+def test_nonfinite_gradients_at_the_first_step_say_there_is_no_history(fw):
+    finding = _nonfinite_gradients_after(fw, 0)
+    assert finding.evidence["suggested_clip"] is None
+    assert finding.evidence["calm_gradient_norms"] == 0
+    assert "no calm gradient history" in finding.suggestion

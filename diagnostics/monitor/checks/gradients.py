@@ -51,7 +51,9 @@ def exploding_gradients(view):
         f"({len(broken)} parameters affected)",
         f"{clip_gradients(view)}; {lower_learning_rate(view)}; look for log(0) or "
         f"division by zero in forward; BatchNorm/LayerNorm",
-        {"step": sample.step, "parameters": [p.name for p in broken]})]
+        {"step": sample.step, "parameters": [p.name for p in broken],
+         "suggested_clip": view.clip_value(),   # None: no calm history to take it from
+         "calm_gradient_norms": int(view.calm_gradient_norms().size)})]
 
 
 def gradient_growth(view):
@@ -78,7 +80,8 @@ def _exploding(view, sample, reason, earlier=None):
         f"{clip_gradients(view)}; {lower_learning_rate(view)}; BatchNorm/LayerNorm; a "
         f"smaller init (He/Xavier scale)",
         {"gradient_norm": norm, "earlier_norm": earlier, "step": sample.step,
-         "suggested_clip": view.clip_value(), "largest_parameter": largest})]
+         "suggested_clip": view.clip_value(), "largest_parameter": largest,
+         "calm_gradient_norms": int(view.calm_gradient_norms().size)})]
 
 
 def stale_gradients(view):

@@ -86,7 +86,7 @@ class TorchBackend(Backend):
             dims = 0 if x.dim() == 2 else (0,) + tuple(range(2, x.dim()))
             unit_max, unit_min = x.amax(dim=dims), x.amin(dim=dims)
         scratch = self._scratch(flat)
-        nonzero = torch.sign(flat, out=scratch).abs_().sum()
+        nonzero = torch.count_nonzero(flat)   # NaN counts as nonzero (torch.sign(NaN) is 0)
         stats = (flat.sum(), torch.dot(flat, flat), nonzero, unit_max, unit_min)
         if saturation is None:
             return stats

@@ -303,3 +303,12 @@ def test_nonfinite_gradients_at_the_first_step_say_there_is_no_history(fw):
     assert finding.evidence["suggested_clip"] is None
     assert finding.evidence["calm_gradient_norms"] == 0
     assert "no calm gradient history" in finding.suggestion
+
+
+def test_nan_activations_are_not_counted_as_zeros(fw):
+    x, y = teacher_data(0)
+    x = x.copy()
+    x[:, 3] = np.nan
+    report = train(fw, mlp(fw, [FEATURES, 16, 4]), steps=3, data=(x, y))
+    assert {layer.name: layer.zero_fraction for layer in report.layers} == {
+        "0": 0.0, "1": 0.0, "2": 0.0}

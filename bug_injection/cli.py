@@ -7,6 +7,8 @@ score, and exits 1 when a bug is missed or misplaced or a healthy control raises
 import json
 import sys
 
+from diagnostics.backends import TORCH_MISSING, torch_installed
+
 from .catalog import catalog, get_bug
 from .models import BACKENDS
 
@@ -41,7 +43,13 @@ def _hunt_command(args):
     from .hunt import hunt
     from .table import render as render_table
 
+    if args.backend == "torch" and not torch_installed():
+        print(f"gradhunt hunt --backend torch: {TORCH_MISSING}", file=sys.stderr)
+        return 2
     backends = (args.backend,) if args.backend else BACKENDS
+    if "torch" in backends and not torch_installed():
+        print(f"{TORCH_MISSING}: hunting on minigrad only", file=sys.stderr)
+        backends = ("minigrad",)
     progress = _show_progress if sys.stderr.isatty() and not args.json else None
     result = hunt(bugs=args.bug, backends=backends, progress=progress)
     if progress is not None:
@@ -59,6 +67,9 @@ def _inject_command(args):
         for bug in catalog():
             print(f"{bug.name.ljust(width)}  {bug.kind:13}  {bug.description}")
         return 0 if args.list else 2
+    if args.backend == "torch" and not torch_installed():
+        print(f"gradhunt inject --backend torch: {TORCH_MISSING}", file=sys.stderr)
+        return 2
     from .inject import inject, render as render_injection
 
     injection = inject(get_bug(args.name), args.backend)

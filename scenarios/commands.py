@@ -1,6 +1,7 @@
 """``gradhunt scenarios`` (the list) and ``gradhunt scenario NAME`` (run one, exit 0 if its
 checks held, 1 if not)."""
 import json
+import sys
 
 from . import registry
 
@@ -46,6 +47,12 @@ def run_one(args):
               f"scenario")
         return 2
     options = {key: value for key, value in given.items() if key in entry.options}
-    result = registry.load(args.name).run(fast=args.fast, **options)
+    try:
+        scenario = registry.load(args.name)
+    except ModuleNotFoundError as error:  # torch, scikit-learn or matplotlib not installed
+        print(f"gradhunt scenario {args.name}: needs {error.name}, which is not installed "
+              f"(pip install 'gradhunt[scenarios]')", file=sys.stderr)
+        return 2
+    result = scenario.run(fast=args.fast, **options)
     print(json.dumps(result.to_dict(), indent=2) if args.json else result)
     return 0 if result.passed else 1

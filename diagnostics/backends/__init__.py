@@ -1,4 +1,6 @@
 """Backends: one per framework, chosen from the model's type. A user never names one."""
+import importlib.util
+
 from ..errors import DiagnosticsError
 from .base import Backend, ModelState
 from .minigrad_backend import MinigradBackend
@@ -17,4 +19,12 @@ def get_backend(model, *, argument="model"):
         f"got {type(model).__module__}.{type(model).__qualname__}")
 
 
-__all__ = ["Backend", "ModelState", "MinigradBackend", "TorchBackend", "get_backend"]
+def torch_installed():
+    """True when torch can be imported (without importing it)."""
+    return importlib.util.find_spec("torch") is not None
+
+
+TORCH_MISSING = "torch is not installed (pip install 'gradhunt[torch]')"
+
+__all__ = ["Backend", "ModelState", "MinigradBackend", "TorchBackend", "get_backend",
+           "torch_installed", "TORCH_MISSING"]

@@ -1,6 +1,8 @@
 """``gradhunt compare``: minigrad's gradients next to torch's on built-in model pairs."""
 import json
+import sys
 
+from ..backends import TORCH_MISSING, torch_installed
 from .compare import compare_gradients
 from .twins import available, build_pair
 
@@ -20,6 +22,9 @@ def add_compare_command(subparsers):
 
 
 def run_compare(args):
+    if not torch_installed():
+        print(f"gradhunt compare: {TORCH_MISSING}", file=sys.stderr)
+        return 2
     names = available() if args.model == "all" else [args.model]
     reports = {name: compare_gradients(*build_pair(name, seed=args.seed)) for name in names}
     if args.json:

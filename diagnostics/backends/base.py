@@ -140,6 +140,12 @@ class Backend(ABC):
         """
 
     @abstractmethod
+    def prediction_entropy(self, tensor):
+        """The mean over rows of the entropy of ``softmax(tensor)`` along the last dimension
+        (nats; ln C for a uniform guess over C classes), a 0-d result. None for an empty or
+        non-floating tensor, or one with fewer than 2 columns."""
+
+    @abstractmethod
     def gradient_statistics(self, grad):
         """``(sum of squares, sum of |g|, max |g|)``."""
 

@@ -75,6 +75,17 @@ class MinigradBackend(Backend):
         center, radius = saturation
         return stats + (np.float64(np.count_nonzero(np.abs(flat - center) > radius)),)
 
+    def prediction_entropy(self, tensor):
+        x = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)
+        if x.size == 0 or x.ndim == 0 or x.shape[-1] < 2 or not np.issubdtype(x.dtype,
+                                                                               np.floating):
+            return None
+        x = x.astype(np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            shifted = x - x.max(axis=-1, keepdims=True)
+            log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+            return np.float64(-(np.exp(log_p) * log_p).sum(axis=-1).mean())
+
     def gradient_statistics(self, grad):
         flat = np.asarray(getattr(grad, "data", grad)).reshape(-1)
         if flat.size == 0:

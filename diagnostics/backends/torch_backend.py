@@ -94,6 +94,13 @@ class TorchBackend(Backend):
         saturated = torch.sub(flat, center, out=scratch).abs_().sub_(radius).clamp_(min=0)
         return stats + (saturated.sign_().sum(),)
 
+    def prediction_entropy(self, tensor):
+        x = tensor.detach()
+        if x.numel() == 0 or x.dim() == 0 or x.shape[-1] < 2 or not x.is_floating_point():
+            return None
+        log_p = self.torch.log_softmax(self._reducible(x), dim=-1)
+        return -(log_p.exp() * log_p).sum(dim=-1).mean()
+
     def gradient_statistics(self, grad):
         flat = self._reducible(grad.detach()).reshape(-1)
         if flat.numel() == 0:

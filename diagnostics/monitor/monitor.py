@@ -210,6 +210,7 @@ class Monitor:
             tensor = self._first_tensor(output)
             if tensor is not None and len(tensor.shape) >= 2:
                 self._sample.output_width = int(tensor.shape[-1])
+                self._queue_output_entropy(self._sample, tensor)
         return None
 
     def _layer_hook(self, layer):
@@ -267,6 +268,20 @@ class Monitor:
             else:
                 sample.add_activation(name, record)
         self._collector.add(stats, receive)
+
+    def _queue_output_entropy(self, sample, tensor):
+        """The mean entropy of the output's softmax, when it looks like class scores (a
+        floating output of C >= 2 columns): the first model call of the iteration only."""
+        if sample.output_entropy is not None:
+            return
+        entropy = self._backend.prediction_entropy(tensor)
+        if entropy is None:
+            return
+        sample.output_entropy = math.nan   # queued; the transfer fills it in
+
+        def receive(parts):
+            sample.output_entropy = float(parts[0])
+        self._collector.add((entropy,), receive)
 
     def _queue_losses(self):
         """One entry for the losses of every step since the last transfer."""

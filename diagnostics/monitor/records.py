@@ -143,6 +143,7 @@ class Sample:
     loss: float = math.nan
     inputs: ActivationRecord | None = None
     output_width: int | None = None
+    output_entropy: float | None = None                # mean entropy of the output's softmax
     activations: dict = field(default_factory=dict)   # layer name -> ActivationRecord
     gradients: dict = field(default_factory=dict)     # parameter name -> GradientRecord
     stale: dict = field(default_factory=dict)         # parameter name -> GradientRecord left over

@@ -43,7 +43,8 @@ class Thresholds:
     oscillation_amplitude: float = 0.5  # median step-to-step jump, relative to the loss level
     plateau_change: float = 0.01        # relative change of the loss level across the window
     plateau_progress: float = 0.1       # a plateau is reported while progress since start is below
-    chance_tolerance: float = 0.05      # LOSS_AT_CHANCE: within 5% of -log(1/C)
+    chance_tolerance: float = 0.05      # LOSS_AT_CHANCE: within 5% of -log(1/C)...
+    chance_entropy: float = 0.9         # ...with the softmax's mean entropy >= 90% of ln C
     # UNNORMALIZED_INPUT: root mean square of the model's input outside [low, high]
     input_rms_high: float = 5.0
     input_rms_low: float = 1e-3

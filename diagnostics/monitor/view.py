@@ -79,6 +79,14 @@ class WindowView:
         width = self.output_width
         return math.log(width) if width and width >= 2 else None
 
+    @cached_property
+    def prediction_entropy(self):
+        """Median over the recent samples of the output's mean softmax entropy (ln C when the
+        model guesses uniformly); None when none was measured."""
+        values = [s.output_entropy for s in self.recent
+                  if s.output_entropy is not None and math.isfinite(s.output_entropy)]
+        return statistics.median(values) if values else None
+
     @property
     def learning_rate(self):
         return self.learning_rates[0] if self.learning_rates else None

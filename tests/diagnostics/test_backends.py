@@ -100,3 +100,20 @@ def test_clone_is_independent_float64_and_carries_no_hooks(backend):
     assert calls == []
     backend.forward(backend.from_numpy(np.ones((2, 3), dtype=np.float32)))
     assert calls == [1]
+
+
+@pytest.mark.parametrize("scale", [0.0, 1.0, 300.0])
+def test_prediction_entropy_is_the_mean_softmax_entropy(backend, scale):
+    logits = (scale * np.random.default_rng(2).standard_normal((6, 5))).astype(np.float32)
+    p = torch.softmax(torch.tensor(logits, dtype=torch.float64), dim=-1)
+    expected = float(-(p * torch.log(p.clamp_min(1e-300))).sum(-1).mean())
+    result = backend.gather([backend.prediction_entropy(backend.from_numpy(logits))])[0]
+    assert result == pytest.approx(expected, rel=1e-5, abs=1e-6)
+    if scale == 0.0:
+        assert result == pytest.approx(np.log(5))
+
+
+def test_prediction_entropy_needs_floating_scores_of_two_columns(backend):
+    assert backend.prediction_entropy(backend.from_numpy(np.ones((4, 1), np.float32))) is None
+    assert backend.prediction_entropy(backend.from_numpy(np.zeros((0, 3), np.float32))) is None
+    assert backend.prediction_entropy(backend.from_numpy(np.ones((4, 3), np.int64))) is None

@@ -108,9 +108,16 @@ def loss_plateau(view):
 
 
 def loss_at_chance(view):
+    """The loss sits at -log(1/C) and the predictions are near-uniform: the model learned
+    nothing. A confident model whose loss happens to be near ln C (a few mistakes with
+    large logits) has a low softmax entropy and is not at chance; and a cross-entropy near
+    ln C on labels the model cannot predict implies near-uniform predictions."""
     chance = view.chance_loss
     levels = view.loss_levels
     if chance is None or levels is None or not levels.beyond_start:
+        return []
+    entropy = view.prediction_entropy
+    if entropy is None or entropy < view.thresholds.chance_entropy * chance:
         return []
     then, now = levels.then, levels.now
     tolerance = view.thresholds.chance_tolerance
@@ -124,12 +131,14 @@ def loss_at_chance(view):
     return [Finding(
         "LOSS_AT_CHANCE", "warning", "loss",
         f"the loss sits at {now:.4g}, the cross-entropy of a uniform guess over {width} "
-        f"classes (-log(1/{width}) = {chance:.4g}), after {view.step} steps",
+        f"classes (-log(1/{width}) = {chance:.4g}), after {view.step} steps, and the "
+        f"predictions are near-uniform (softmax entropy {entropy:.4g} of at most {chance:.4g})",
         "check that labels belong to their inputs (a shuffle applied to x but not y, a wrong "
         "column, labels offset by one); check that the model can overfit one batch (gradhunt "
         "preflight); raise the learning rate; check that the output layer's width is the "
         "number of classes",
-        {"loss": now, "chance_loss": chance, "classes": width, "steps": view.step})]
+        {"loss": now, "chance_loss": chance, "prediction_entropy": entropy, "classes": width,
+         "steps": view.step})]
 
 
 def _swings(recent, level):

@@ -1,0 +1,27 @@
+"""Healthy reference benches at the seeds where a criterion once raised a false alarm: each
+probe, run as the hunt runs it, must stay quiet."""
+import pytest
+
+from bug_injection import make_bench
+from bug_injection.diagnose import run_probe
+from bug_injection.hunt import ALARMS, single_threaded_torch
+from bug_injection.models import BACKENDS
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    with single_threaded_torch(BACKENDS):
+        yield
+
+
+def alarms(diagnosis):
+    """The warnings and errors, as the hunt counts a false alarm."""
+    return [str(f) for f in diagnosis.findings if f.severity in ALARMS]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_confident_classifier_whose_loss_sits_near_chance_is_not_at_chance(backend):
+    # its logits reach the hundreds: the loss is near ln 4 from a few confident mistakes,
+    # not from uniform guesses
+    diagnosis = run_probe("monitor", make_bench("confident_mlp", backend, seed=5))
+    assert alarms(diagnosis) == []

@@ -11,13 +11,22 @@ from . import _training as T
 
 DEFAULT_LR = 3e-3
 TARGET_FRACTION = 0.05  # default target: 5% of the starting (or uninformative) loss
+# Short of the target, a run still passes when it is plainly memorising the batch: the loss
+# fell to at most FALLEN_FRACTION of where it began, it is still falling (the median of the
+# last SMOOTH losses at most FALLING_RATIO times that a quarter of the run earlier), every
+# parameter got a gradient, and, for class indices, every example of the batch is right.
+FALLEN_FRACTION = 0.2
+FALLING_RATIO = 0.8
+SMOOTH = 5
+MIN_CURVE = 20          # losses needed to tell "still falling" from noise
 
 
 @dataclass
 class OverfitResult:
     """``passed``; ``steps`` optimizer steps taken to reach ``target_loss`` (None if never);
     ``losses[i]`` and ``accuracies[i]`` measured before step ``i`` (``accuracies`` is None
-    unless the targets are class indices); ``findings`` holds OVERFIT_FAILED on failure."""
+    unless the targets are class indices); ``still_falling``: passed short of the target,
+    the loss far down and still falling; ``findings`` holds OVERFIT_FAILED on failure."""
 
     passed: bool
     steps: int | None
@@ -26,6 +35,7 @@ class OverfitResult:
     accuracies: list | None
     max_steps: int
     findings: list = field(default_factory=list)
+    still_falling: bool = False
 
     @property
     def initial_loss(self):
@@ -38,14 +48,18 @@ class OverfitResult:
     def to_dict(self):
         return to_jsonable({
             "passed": self.passed, "steps": self.steps, "max_steps": self.max_steps,
+            "still_falling": self.still_falling,
             "target_loss": self.target_loss, "initial_loss": self.initial_loss,
             "final_loss": self.final_loss, "losses": self.losses,
             "accuracies": self.accuracies,
             "findings": [finding.to_dict() for finding in self.findings]})
 
     def __str__(self):
-        verdict = (f"PASSED in {self.steps} steps" if self.passed
-                   else f"FAILED after {self.max_steps} steps")
+        if self.still_falling:
+            verdict = f"PASSED, still falling after {self.max_steps} steps"
+        else:
+            verdict = (f"PASSED in {self.steps} steps" if self.passed
+                       else f"FAILED after {self.max_steps} steps")
         lines = [f"overfit one batch: {verdict} (loss {self.initial_loss:.4g} -> "
                  f"{self.final_loss:.4g}, target {self.target_loss:.4g}"
                  + (f", accuracy {self.accuracies[-1]:.0%})" if self.accuracies else ")"),
@@ -60,7 +74,10 @@ def overfit_one_batch(model, loss_fn, inputs, targets, *, optimizer=None, steps=
 
     ``optimizer`` defaults to Adam(lr=3e-3) over the model's parameters; ``target_loss``
     defaults to 5% of the loss at the start or of an all-zero output's loss (-log(1/C) for
-    cross-entropy), whichever is lower. Stops early on success. The model, the optimizer
+    cross-entropy), whichever is lower. Stops early on success. Short of the target, it
+    passes when the batch is plainly being memorised: the loss down to 20% of its start and
+    still falling (20% lower than a quarter of the run earlier), every parameter with a
+    gradient, and every example right for class-index targets. The model, the optimizer
     and the RNG states are restored afterwards, bit for bit.
     """
     backend = get_backend(model)
@@ -93,8 +110,9 @@ def _run(backend, loss_fn, inputs, targets, *, optimizer, steps, target_loss):
             value, output = T.train_step(backend, optimizer, loss_fn, inputs, targets)
         if step == 0:
             silent = _parameters_without_gradient(backend) if math.isfinite(value) else []
+            start = _start_level(backend, loss_fn, value, output, targets)
             if target_loss is None:
-                target_loss = _default_target(backend, loss_fn, value, output, targets)
+                target_loss = TARGET_FRACTION * start
         losses.append(value)
         accuracies.append(T.accuracy(backend.to_numpy(output), target_array))
         if value <= target_loss:
@@ -103,21 +121,36 @@ def _run(backend, loss_fn, inputs, targets, *, optimizer, steps, target_loss):
         if not math.isfinite(value):
             break
     accuracies = None if accuracies[0] is None else accuracies
-    findings = [] if reached is not None else [_failure_finding(
+    falling = reached is None and not silent and _still_falling(losses, accuracies, start)
+    passed = reached is not None or falling
+    findings = [] if passed else [_failure_finding(
         backend, optimizer, losses, accuracies, target_loss=target_loss, steps=steps,
         silent=silent, output=backend.to_numpy(output), targets=target_array)]
-    return OverfitResult(passed=reached is not None, steps=reached, target_loss=target_loss,
+    return OverfitResult(passed=passed, steps=reached, target_loss=target_loss,
                          losses=losses, accuracies=accuracies, max_steps=steps,
-                         findings=findings)
+                         findings=findings, still_falling=falling)
 
 
-def _default_target(backend, loss_fn, initial, output, targets):
-    """5% of the lower of the initial loss and an uninformative (all-zero) output's loss, so
-    that a blown-up initial loss does not make the target easy."""
+def _still_falling(losses, accuracies, start):
+    """The loss far below its start and still going down, and (class indices) the whole
+    batch right: memorising, only slower than the target asks."""
+    if len(losses) < MIN_CURVE or not all(math.isfinite(v) for v in losses):
+        return False
+    if accuracies is not None and accuracies[-1] < 1.0:
+        return False
+    quarter = len(losses) // 4
+    now = float(np.median(losses[-SMOOTH:]))
+    earlier = float(np.median(losses[-quarter - SMOOTH:-quarter]))
+    return now <= FALLEN_FRACTION * start and now <= FALLING_RATIO * earlier
+
+
+def _start_level(backend, loss_fn, initial, output, targets):
+    """The lower of the initial loss and an uninformative (all-zero) output's loss, so that a
+    blown-up initial loss makes neither the target nor "far down" easy."""
     levels = [v for v in (initial, T.uninformative_loss(backend, loss_fn, backend.to_numpy(output),
                                                          targets)) if v is not None]
     finite = [v for v in levels if math.isfinite(v)]
-    return TARGET_FRACTION * min(finite) if finite else 0.0
+    return min(finite) if finite else 0.0
 
 
 def _parameters_without_gradient(backend):

@@ -133,3 +133,25 @@ def _set_bias(bias, value):
             bias.fill_(value)
     else:
         bias.data[...] = value
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_loss_still_falling_with_the_batch_memorised_passes_short_of_the_target(framework):
+    x, y = classification_data(rows=16)
+    result = overfit_one_batch(mlp(framework, (8, 32, 3)), cross_entropy(framework), x, y,
+                               target_loss=1e-6, steps=120)
+    assert result.passed and result.steps is None and result.still_falling
+    assert result.final_loss > 1e-6 and result.accuracies[-1] == 1.0
+    assert result.findings == [] and "still falling" in str(result)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_loss_stuck_on_a_floor_fails_however_far_it_fell(framework):
+    x, y = classification_data(rows=16)
+    y = np.repeat(y[:8], 2)                     # the same input ...
+    x = np.repeat(x[:8], 2, axis=0)
+    y[1::2] = (y[::2] + 1) % 3                  # ... with two different labels: a floor of ln 2
+    result = overfit_one_batch(mlp(framework, (8, 32, 3)), cross_entropy(framework), x, y,
+                               target_loss=1e-3, steps=200)
+    assert not result.passed and not result.still_falling
+    assert result.findings[0].code == "OVERFIT_FAILED"

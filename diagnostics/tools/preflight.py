@@ -29,6 +29,11 @@ OVERFIT_STEPS = 200
 GRADCHECK_ROWS = 4        # the slice of the batch the gradient check uses
 INIT_LOSS_FACTOR = 1.5    # BAD_INIT_LOSS above this times the uninformative output's loss...
 INIT_LOSS_MARGIN = 0.1    # ...and at least this much above it
+# For a squared error, an all-zero output scores mean(y**2), and a fresh net's output adds
+# about mean(output**2): the ratio is 1 + (output scale / target scale)**2, which a healthy
+# init puts anywhere from about 1 to 3 when the targets are small. Above 10 the outputs are
+# over 3 times the targets' scale.
+SQUARED_INIT_LOSS_FACTOR = 10.0
 IGNORE_INDEX = -100       # the class index torch's cross-entropy skips
 
 ACTIVATION_CODES = ("DEAD_UNITS", "SATURATED_ACTIVATIONS", "EXPLODING_ACTIVATIONS",
@@ -255,6 +260,9 @@ class _Checklist:
         reference = (f"-log(1/{classes}) = {baseline:.4g}" if classes
                      else f"{baseline:.4g} for an all-zero output")
         summary = f"loss {self.loss:.4g}, expected about {reference}"
+        ratio = self.loss / baseline
+        if not classes and _is_squared_error(baseline, self.backend.to_numpy(self.targets)):
+            return self._squared_error_at_init(summary, baseline, ratio)
         too_high = (self.loss > INIT_LOSS_FACTOR * baseline
                     and self.loss - baseline > INIT_LOSS_MARGIN)
         if not too_high:
@@ -265,7 +273,26 @@ class _Checklist:
                     f"confidently wrong",
             suggestion="scale the last layer's weights down (e.g. by 0.01) and set its bias to "
                        "0 (or to the log of the class frequencies); check the init scale",
-            evidence={"loss": self.loss, "expected": baseline, "classes": classes},
+            evidence={"loss": self.loss, "expected": baseline, "classes": classes,
+                      "ratio": ratio},
+            severity="warning")
+
+    def _squared_error_at_init(self, summary, baseline, ratio):
+        """Regression: only outputs far larger than the targets are a bad init."""
+        if ratio <= SQUARED_INIT_LOSS_FACTOR:
+            return CheckItem("loss at init", PASS, summary)
+        scale = math.sqrt(ratio - 1)
+        return _failing("loss at init", summary, code="BAD_INIT_LOSS", location="loss")(
+            message=f"the squared error at init is {self.loss:.4g}, {ratio:.1f} times the "
+                    f"{baseline:.4g} (mean of the squared targets) of an all-zero output: the "
+                    f"initial outputs are about {scale:.1f} times the targets' scale (a fresh "
+                    f"net's squared error depends on the target scale, so only a ratio above "
+                    f"{SQUARED_INIT_LOSS_FACTOR:g}, outputs over 3 times the targets, is "
+                    f"flagged)",
+            suggestion="scale the last layer's weights down, or standardise the targets "
+                       "(subtract their mean, divide by their std) and undo it on prediction",
+            evidence={"loss": self.loss, "expected": baseline, "classes": None,
+                      "ratio": ratio, "limit": SQUARED_INIT_LOSS_FACTOR},
             severity="warning")
 
     # -------------------------------------------------------------- training
@@ -385,6 +412,16 @@ def _class_layout(output, targets):
         return True
     return targets.dtype.kind == "f" and bool(np.all(np.isfinite(targets))) and bool(
         np.all(targets == np.round(targets)))
+
+
+def _is_squared_error(baseline, targets):
+    """True when an all-zero output's loss is the mean (or sum) of the squared targets: a
+    squared-error loss, whose scale is the targets'."""
+    if targets.dtype.kind != "f":
+        return False
+    squares = np.square(targets.astype(np.float64))
+    return any(math.isclose(baseline, level, rel_tol=1e-4)
+               for level in (float(squares.mean()), float(squares.sum())))
 
 
 def _shapes(backend, inputs):

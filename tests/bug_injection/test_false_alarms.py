@@ -33,3 +33,10 @@ def test_mlp_still_converging_on_its_batch_does_not_fail_overfit(backend):
     diagnosis = run_probe("preflight", make_bench("mlp", backend, seed=1))
     assert alarms(diagnosis) == []
     assert "still falling" in diagnosis.report.item("overfit one batch").summary
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_regressor_with_a_fresh_init_on_small_targets_is_not_a_bad_initial_loss(backend):
+    # MSE at init 2.2 times an all-zero output's: the targets are small, the net is fresh
+    diagnosis = run_probe("preflight", make_bench("regressor", backend, seed=11))
+    assert alarms(diagnosis) == []

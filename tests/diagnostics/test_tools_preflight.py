@@ -9,6 +9,7 @@ import torch
 
 import minigrad
 from diagnostics import preflight
+from diagnostics.backends import get_backend
 from diagnostics.errors import DiagnosticsError
 from scenarios.cli import main
 
@@ -79,6 +80,26 @@ def test_overconfident_last_layer_is_a_bad_initial_loss(framework):
     (finding,) = report.item("loss at init").findings
     assert finding.code == "BAD_INIT_LOSS" and finding.evidence["classes"] == 3
     assert finding.evidence["expected"] == pytest.approx(np.log(3), rel=1e-6)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("scale, flagged", [(2.0, False), (20.0, True)])
+def test_regression_initial_loss_is_flagged_only_when_the_outputs_dwarf_the_targets(
+        framework, scale, flagged):
+    x, _ = classification_data(rows=16)
+    model = mlp(framework, (8, 32, 1))
+    backend = get_backend(model)
+    with backend.no_grad():
+        output = backend.to_numpy(backend.forward(tensor(framework, x)))
+    # targets +-t with t = rms(output) / scale: MSE / mean(y**2) is at most (scale + 1)**2
+    # (9 for scale 2) and at least (scale - 1)**2 (361 for scale 20)
+    t = float(np.sqrt(np.mean(output ** 2))) / scale
+    y = np.where(np.arange(16) % 2 == 0, t, -t).astype(np.float32)[:, None]
+    report = preflight(model, NN[framework].MSELoss(), x, y)
+    findings = report.item("loss at init").findings
+    assert [f.code for f in findings] == (["BAD_INIT_LOSS"] if flagged else [])
+    if flagged:
+        assert findings[0].evidence["ratio"] > 10 and "10" in findings[0].message
 
 
 def test_label_dtype_is_caught_before_torch_raises():

@@ -23,7 +23,8 @@ class Thresholds:
     dead_samples: int = 5
     dead_fraction: float = 0.5          # warning when this share of a ReLU layer's units is dead
     dead_fraction_error: float = 0.8    # error from here on
-    dead_min_examples: int = 64         # values per unit needed before a unit is judged
+    dead_min_examples: int = 64         # values per unit needed before a unit is judged...
+    dead_min_samples: int = 3           # ...from this many sampled steps (not one batch)
     # SATURATED_ACTIVATIONS: sigmoid output within 0.01 of 0 or 1, tanh within 0.01 of ±1
     saturated_fraction: float = 0.3
     # EXPLODING_ACTIVATIONS: root mean square of a layer's output

@@ -21,11 +21,13 @@ class UnitActivity:
         ring = self._rings.get(name)
         return (0, 0) if ring is None else (ring.examples(), ring.filled)
 
-    def dead(self, name, *, min_examples):
+    def dead(self, name, *, min_examples, min_samples):
         """Boolean array of the units that gave exactly 0 on every value of the window; None
-        until the window holds ``min_examples`` values per unit."""
+        until the window holds ``min(min_samples, window)`` sampled steps and ``min_examples``
+        values per unit (one batch misses the units that fire on few inputs)."""
         ring = self._rings.get(name)
-        if ring is None or ring.examples() < min_examples:
+        if (ring is None or ring.filled < min(min_samples, self.window)
+                or ring.examples() < min_examples):
             return None
         return ring.dead()
 

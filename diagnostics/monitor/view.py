@@ -111,10 +111,12 @@ class WindowView:
 
     def dead_units(self, layer_name):
         """Boolean array: units whose output was exactly 0 on every value of the last
-        ``dead_samples`` sampled steps; None before they hold ``dead_min_examples`` per unit."""
+        ``dead_samples`` sampled steps; None before they hold ``dead_min_samples`` steps and
+        ``dead_min_examples`` values per unit."""
         if self.units is None:
             return None
-        return self.units.dead(layer_name, min_examples=self.thresholds.dead_min_examples)
+        return self.units.dead(layer_name, min_examples=self.thresholds.dead_min_examples,
+                               min_samples=self.thresholds.dead_min_samples)
 
     def dead_fraction(self, layer):
         if layer.kind != RECTIFIER:

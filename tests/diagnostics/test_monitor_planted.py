@@ -312,3 +312,30 @@ def test_nan_activations_are_not_counted_as_zeros(fw):
     report = train(fw, mlp(fw, [FEATURES, 16, 4]), steps=3, data=(x, y))
     assert {layer.name: layer.zero_fraction for layer in report.layers} == {
         "0": 0.0, "1": 0.0, "2": 0.0}
+
+
+def test_dead_units_are_judged_over_several_sampled_steps(fw):
+    # 100 ReLU units: 50 dead for every input, 50 that each fire on one in 50 inputs (one-hot
+    # rows). One batch of 64 misses about a quarter of the rare ones (about 64% look dead);
+    # 3 sampled steps (192 values per unit) miss about 2% of them.
+    positions = 50
+    x = np.eye(positions, dtype=np.float32)[np.random.default_rng(0).integers(0, positions, 4096)]
+    y = np.zeros(len(x), dtype=np.int64)
+    model = mlp(fw, [positions, 2 * positions, 4])
+    weight = np.vstack([np.eye(positions), np.zeros((positions, positions))])
+    _write(fw, model[0].weight, weight)
+    _write(fw, model[0].bias, np.full(2 * positions, -0.5))
+    report = train(fw, model, steps=8, lr=1e-12, data=(x, y))
+    dead = next(f for f in report.findings if f.code == "DEAD_UNITS")
+    assert dead.severity == "warning"
+    assert 0.5 <= dead.evidence["dead_fraction"] <= 0.52
+    assert dead.evidence["values_per_unit"] >= 3 * 64
+
+
+def _write(fw, param, array):
+    if fw.name == "torch":
+        import torch
+        with torch.no_grad():
+            param.copy_(torch.tensor(array, dtype=param.dtype))
+    else:
+        param.data[...] = array.astype(param.data.dtype)

@@ -90,13 +90,14 @@ class Backend(ABC):
         """``model(*inputs)`` when ``inputs`` is a tuple, else ``model(inputs)``."""
         return self.model(*inputs) if isinstance(inputs, tuple) else self.model(inputs)
 
-    @abstractmethod
     def backward(self, loss):
-        """Backpropagate a scalar loss into the parameters' ``.grad``."""
+        """Backpropagate a scalar loss into the parameters' ``.grad`` (same call in both frameworks)."""
+        loss.backward()
 
-    @abstractmethod
     def zero_grad(self):
         """Set every parameter's ``.grad`` to None."""
+        for _, param in self.named_parameters():
+            param.grad = None
 
     @abstractmethod
     def no_grad(self):

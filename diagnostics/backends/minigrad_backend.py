@@ -36,13 +36,6 @@ class MinigradBackend(Backend):
         param.data[...] = array
 
     # ---------------------------------------------------------------- running
-    def backward(self, loss):
-        loss.backward()
-
-    def zero_grad(self):
-        for _, param in self.named_parameters():
-            param.grad = None
-
     def no_grad(self):
         return minigrad.no_grad()
 

@@ -52,13 +52,6 @@ class TorchBackend(Backend):
             param.copy_(self.torch.from_numpy(np.ascontiguousarray(array)))
 
     # ---------------------------------------------------------------- running
-    def backward(self, loss):
-        loss.backward()
-
-    def zero_grad(self):
-        for _, param in self.named_parameters():
-            param.grad = None
-
     def no_grad(self):
         return self.torch.no_grad()
 

@@ -91,7 +91,7 @@ class Backend(ABC):
         return self.model(*inputs) if isinstance(inputs, tuple) else self.model(inputs)
 
     def backward(self, loss):
-        """Backpropagate a scalar loss into the parameters' ``.grad`` (same call in both frameworks)."""
+        """Backpropagate a scalar loss into the parameters' ``.grad``."""
         loss.backward()
 
     def zero_grad(self):

@@ -4,3 +4,7 @@ from .findings import Finding
 from .gradcheck import GradientReport, check_gradients, compare_gradients
 from .monitor import Monitor, MonitorReport
 from .tools import find_lr, overfit_one_batch, preflight, revive_dead_units, validate_data
+
+__all__ = ["check_gradients", "compare_gradients", "GradientReport", "Monitor", "MonitorReport",
+           "preflight", "overfit_one_batch", "find_lr", "revive_dead_units", "validate_data",
+           "Finding", "DiagnosticsError"]

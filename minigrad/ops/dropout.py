@@ -1,6 +1,4 @@
 """Inverted dropout: zero each element with probability p, scale the rest by 1 / (1 - p)."""
-import numpy as np
-
 from .. import random
 from ..function import Function
 

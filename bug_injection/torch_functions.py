@@ -10,12 +10,16 @@ from torch.autograd import Function
 
 
 # ------------------------------------------------------------------------ Linear
-class LinearInputTransposed(Function):
+class _LinearFunction(Function):
+    """torch's linear forward, saving what the buggy Linear backwards below read."""
+
     @staticmethod
     def forward(ctx, x, weight, bias):
         ctx.save_for_backward(x, weight)
         return F.linear(x, weight, bias)
 
+
+class LinearInputTransposed(_LinearFunction):
     @staticmethod
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
@@ -23,12 +27,7 @@ class LinearInputTransposed(Function):
         return grad_x, grad.T @ x, grad.sum(0)
 
 
-class LinearWeightTransposed(Function):
-    @staticmethod
-    def forward(ctx, x, weight, bias):
-        ctx.save_for_backward(x, weight)
-        return F.linear(x, weight, bias)
-
+class LinearWeightTransposed(_LinearFunction):
     @staticmethod
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
@@ -36,12 +35,7 @@ class LinearWeightTransposed(Function):
         return grad @ weight, grad_weight, grad.sum(0)
 
 
-class LinearInputSignFlipped(Function):
-    @staticmethod
-    def forward(ctx, x, weight, bias):
-        ctx.save_for_backward(x, weight)
-        return F.linear(x, weight, bias)
-
+class LinearInputSignFlipped(_LinearFunction):
     @staticmethod
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
@@ -49,12 +43,7 @@ class LinearInputSignFlipped(Function):
         return grad_x, grad.T @ x, grad.sum(0)
 
 
-class LinearWeightScaled(Function):
-    @staticmethod
-    def forward(ctx, x, weight, bias):
-        ctx.save_for_backward(x, weight)
-        return F.linear(x, weight, bias)
-
+class LinearWeightScaled(_LinearFunction):
     @staticmethod
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
@@ -62,12 +51,7 @@ class LinearWeightScaled(Function):
         return grad @ weight, grad_weight, grad.sum(0)
 
 
-class LinearBiasMean(Function):
-    @staticmethod
-    def forward(ctx, x, weight, bias):
-        ctx.save_for_backward(x, weight)
-        return F.linear(x, weight, bias)
-
+class LinearBiasMean(_LinearFunction):
     @staticmethod
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors

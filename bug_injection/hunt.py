@@ -12,6 +12,8 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
+from diagnostics.backends import torch_threads
+
 from .bench import make_bench
 from .catalog import catalog
 from .diagnose import run_probe
@@ -192,17 +194,6 @@ def judge(bug, diagnosis):
     return (FOUND if right else MISPLACED), found, hit
 
 
-@contextlib.contextmanager
 def single_threaded_torch(backends):
     """One torch thread while the hunt runs (its models are tiny), the old count afterwards."""
-    if "torch" not in backends:
-        yield
-        return
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+    return torch_threads(1) if "torch" in backends else contextlib.nullcontext()

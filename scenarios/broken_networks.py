@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import torch
 
 from diagnostics import Monitor, check_gradients, find_lr, overfit_one_batch, preflight
+from diagnostics.backends import torch_threads
 
 from . import digits
 from .result import ScenarioResult
-from .threads import torch_threads
 
 NAME = "broken_networks"
 TITLE = "the lesson's demo done right: three broken nets and a healthy one"

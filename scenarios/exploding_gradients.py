@@ -16,10 +16,10 @@ import numpy as np
 import torch
 
 from diagnostics import Monitor
+from diagnostics.backends import torch_threads
 
 from . import digits
 from .result import ScenarioResult
-from .threads import torch_threads
 
 NAME = "exploding_gradients"
 TITLE = "a 20-layer net without normalization: exploding gradients detected, clip suggested"

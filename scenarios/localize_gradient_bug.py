@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import minigrad
-from minigrad import nn
 from diagnostics import check_gradients
+from minigrad import nn
 
 from . import digits
 from .files import output_dir

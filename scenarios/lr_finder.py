@@ -16,12 +16,13 @@ import numpy as np
 import torch
 
 from diagnostics import find_lr
+from diagnostics.backends import torch_threads
 
-from . import cifar10 as cifar, digits, plot_lr_csv
+from . import cifar10 as cifar
+from . import digits, plot_lr_csv
 from .files import output_dir
 from .resnet import ResNet18
 from .result import ScenarioResult
-from .threads import torch_threads
 
 NAME = "lr_finder"
 TITLE = "LR range test on a ResNet-18: CSV, plot, suggestion judged by training with it"

@@ -11,11 +11,11 @@ import torch
 
 import minigrad
 from diagnostics import compare_gradients
+from diagnostics.backends import torch_threads
 
 from . import digits
 from .localize_gradient_bug import HandWrittenLinear, LinearTransposedWeightGrad
 from .result import ScenarioResult
-from .threads import torch_threads
 
 NAME = "minigrad_vs_torch"
 TITLE = "the same nets in minigrad and torch; gradients agree to 1e-10"

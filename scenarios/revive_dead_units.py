@@ -11,10 +11,10 @@ import numpy as np
 import torch
 
 from diagnostics import Monitor, revive_dead_units
+from diagnostics.backends import torch_threads
 
 from . import digits
 from .result import ScenarioResult
-from .threads import torch_threads
 
 NAME = "revive_dead_units"
 TITLE = "over 70% dead ReLU units; after revival the net trains again"

@@ -4,7 +4,7 @@ import importlib.util
 from ..errors import DiagnosticsError
 from .base import Backend, ModelState
 from .minigrad_backend import MinigradBackend
-from .torch_backend import TorchBackend
+from .torch_backend import TorchBackend, torch_threads
 
 _BACKENDS = (MinigradBackend, TorchBackend)
 
@@ -27,4 +27,4 @@ def torch_installed():
 TORCH_MISSING = "torch is not installed (pip install 'gradhunt[torch]')"
 
 __all__ = ["Backend", "ModelState", "MinigradBackend", "TorchBackend", "get_backend",
-           "torch_installed", "TORCH_MISSING"]
+           "torch_installed", "torch_threads", "TORCH_MISSING"]

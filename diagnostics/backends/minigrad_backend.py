@@ -9,7 +9,6 @@ from minigrad.tensor import Tensor
 
 from .base import Backend
 
-
 _GRAPH_NODES_PROBED = 64  # graph_buffers_alive looks no further than this many nodes
 
 

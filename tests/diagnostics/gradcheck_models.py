@@ -6,12 +6,12 @@ computes the right gradients and then spoils one of them as the bug says (``None
 ``build(framework, kind, bug=..., seed=...)`` returns ``(model, loss_fn, inputs, targets)``
 with NumPy inputs and targets, as a user might pass them.
 """
-import contextlib
 
 import numpy as np
 import torch
 
 import minigrad
+from diagnostics.backends import torch_threads
 from minigrad.ops.conv import Conv2d as MinigradConvOp
 from minigrad.ops.normalization import LayerNorm as MinigradLayerNormOp
 from minigrad.ops.pooling import MaxPool2d as MinigradMaxPoolOp
@@ -19,16 +19,9 @@ from minigrad.ops.pooling import MaxPool2d as MinigradMaxPoolOp
 FRAMEWORKS = ("torch", "minigrad")
 
 
-@contextlib.contextmanager
 def one_torch_thread():
-    """torch on one thread for the block: these models are tiny, and on a shared machine
-    torch's thread pool waiting for busy cores makes them 30 times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+    """torch on one thread for the block: these models are tiny."""
+    return torch_threads(1)
 
 
 # ---------------------------------------------------------------- spoiling

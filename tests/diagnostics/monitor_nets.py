@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import minigrad
+from diagnostics.backends import torch_threads
 from diagnostics.monitor import Monitor
 
 CLASSES = 4
@@ -48,12 +49,8 @@ class Framework:
 @pytest.fixture
 def one_torch_thread():
     """Tiny nets run much faster on one thread when the cores are shared; restored after."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with torch_threads(1):
+        yield
 
 
 def frameworks():

@@ -14,6 +14,7 @@ import time
 
 import torch
 
+from diagnostics.backends import get_backend
 from diagnostics.monitor import DEFAULT_EVERY, Monitor
 
 
@@ -29,6 +30,37 @@ def _loop(seed, every):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     monitor = None if every is None else Monitor(model, optimizer, every=every)
     return model, optimizer, monitor
+
+
+class _BareStatistics:
+    """The floor under Monitor(every=1): the same device reductions (the backend's own
+    activation and gradient statistics of every layer and parameter, every step), from plain
+    hooks, with no transfer, no records and no checks."""
+
+    def __init__(self, model):
+        backend = get_backend(model)
+        self._results = []
+        keep = self._results.extend
+        self._handles = [model.register_forward_pre_hook(
+            lambda module, args: keep(backend.activation_statistics(args[0])))]
+        self._handles += [layer.register_forward_hook(
+            lambda module, args, out: keep(backend.activation_statistics(out)))
+            for layer in model]
+        self._handles += [param.register_hook(
+            lambda grad: keep(backend.gradient_statistics(grad)))
+            for param in model.parameters()]
+
+    def step(self, loss):
+        self._results.clear()
+
+    def close(self):
+        for handle in self._handles:
+            handle.remove()
+
+
+def _bare_loop(seed):
+    model, optimizer, _ = _loop(seed, None)
+    return model, optimizer, _BareStatistics(model)
 
 
 def _block(loop, batches):
@@ -55,14 +87,14 @@ def main():
     batches = [(torch.randn(128, 784, generator=generator),
                 torch.randint(0, 10, (128,), generator=generator))
                for _ in range(DEFAULT_EVERY)]
-    loops = {"no monitor": _loop(0, None), "every=1": _loop(0, 1),
-             f"every={DEFAULT_EVERY} (default)": _loop(0, DEFAULT_EVERY)}
+    loops = {"no monitor": _loop(0, None), "bare statistics": _bare_loop(0),
+             "every=1": _loop(0, 1), f"every={DEFAULT_EVERY} (default)": _loop(0, DEFAULT_EVERY)}
     times = {name: [] for name in loops}
     for loop in loops.values():   # warm-up, and the monitors' first two sampled steps
         _block(loop, batches)
     for index in range(args.blocks):
         names = list(loops)
-        names = names[index % 3:] + names[:index % 3]   # rotate who goes first
+        names = names[index % len(names):] + names[:index % len(names)]   # rotate the order
         for name in names:
             times[name].append(_block(loops[name], batches))
     for _, _, monitor in loops.values():
@@ -76,7 +108,8 @@ def main():
     print(f"{base}: {wall[base] / DEFAULT_EVERY * 1e3:.3f} ms per step "
           f"(process CPU {cpu[base] / DEFAULT_EVERY * 1e3:.3f} ms)")
     for name in list(loops)[1:]:
-        print(f"Monitor({name}): {wall[name] / DEFAULT_EVERY * 1e3:.3f} ms per step, "
+        label = name if name == "bare statistics" else f"Monitor({name})"
+        print(f"{label}: {wall[name] / DEFAULT_EVERY * 1e3:.3f} ms per step, "
               f"ratio {wall[name] / wall[base]:.3f} (CPU-time ratio {cpu[name] / cpu[base]:.3f})")
     default = list(loops)[-1]
     print(f"every=1 ratio: {wall['every=1'] / wall[base]:.3f}")

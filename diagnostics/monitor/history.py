@@ -45,10 +45,17 @@ class Series:
         self._size = 0
 
     def append(self, value):
-        if self._size == self._buffer.size:
-            self._buffer = np.concatenate([self._buffer, np.empty(self._buffer.size)])
-        self._buffer[self._size] = value
-        self._size += 1
+        self.extend((value,))
+
+    def extend(self, values):
+        values = np.asarray(values, dtype=np.float64).reshape(-1)
+        end = self._size + values.size
+        if end > self._buffer.size:
+            grown = np.empty(max(2 * self._buffer.size, end))
+            grown[:self._size] = self._buffer[:self._size]
+            self._buffer = grown
+        self._buffer[self._size:end] = values
+        self._size = end
 
     def __len__(self):
         return self._size
@@ -71,19 +78,28 @@ class History:
         self._values = array("d")
         self.first_nonfinite_step = None
         self.best_level = None        # the lowest median of LEVEL_STEPS consecutive losses
-        self._level = []
+        self._level = np.zeros(0)
 
     # ------------------------------------------------------------------ losses
     def add_loss(self, value):
-        if self.first_nonfinite_step is None and not np.isfinite(value):
-            self.first_nonfinite_step = len(self._losses)
-        self._losses.append(value)
-        self._level.append(value)
-        if len(self._level) == LEVEL_STEPS:
-            level = float(np.median(self._level))
-            if np.isfinite(level) and (self.best_level is None or level < self.best_level):
-                self.best_level = level
-            self._level = []
+        self.add_losses((value,))
+
+    def add_losses(self, values):
+        """Append the losses of consecutive steps, oldest first."""
+        values = np.asarray(values, dtype=np.float64).reshape(-1)
+        if self.first_nonfinite_step is None:
+            bad = np.flatnonzero(~np.isfinite(values))
+            if bad.size:
+                self.first_nonfinite_step = len(self._losses) + int(bad[0])
+        self._losses.extend(values)
+        pending = np.concatenate([self._level, values])
+        complete = pending.size - pending.size % LEVEL_STEPS
+        if complete:
+            levels = np.median(pending[:complete].reshape(-1, LEVEL_STEPS), axis=1)
+            levels = levels[np.isfinite(levels)]
+            if levels.size and (self.best_level is None or levels.min() < self.best_level):
+                self.best_level = float(levels.min())
+        self._level = pending[complete:]
 
     @property
     def losses(self):

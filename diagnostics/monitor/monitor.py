@@ -292,8 +292,8 @@ class Monitor:
 
         def receive(values):
             values = iter(values)
-            for entry in entries:
-                history.add_loss(entry if isinstance(entry, float) else next(values))
+            history.add_losses([entry if isinstance(entry, float) else next(values)
+                                for entry in entries])
         self._collector.add([e for e in entries if not isinstance(e, float)], receive)
 
     def _queue_gradients(self, sample):

@@ -1,12 +1,15 @@
 """Monitor overhead: training-step time with Monitor(every=1) and with the default sampling,
 against no monitor, on an MLP 784-512-512-10 with batch 128 on the CPU.
 
-The three loops run interleaved in the same process, one block of ``DEFAULT_EVERY`` steps at a
-time (so every block of the default Monitor holds exactly one sampled step, and the three see
-the same machine load); a ratio is the median block time over the median block time without a
+The loops run interleaved in the same process, one block of ``DEFAULT_EVERY`` steps at a time
+(so every block of the default Monitor holds exactly one sampled step, and all loops see the
+same machine load); a ratio is the median block time over the median block time without a
 monitor, by the wall clock (the process CPU time is printed beside it: steadier when other
-work shares the cores). Budget (issue 4): <= 1.15 at every=1, <= 1.05 at the default. The
-last two lines are the every=1 ratio and, last, the default's.
+work shares the cores). A fourth loop, "bare statistics", computes the same activation and
+gradient reductions in plain hooks with nothing else (no transfer, records, checks or update
+sizes): the floor under every=1, whatever the bookkeeping costs. Budget (issue 4): <= 1.15 at
+every=1, <= 1.05 at the default. The last two lines are the every=1 ratio and, last, the
+default's.
 """
 import argparse
 import statistics

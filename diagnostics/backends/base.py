@@ -147,8 +147,9 @@ class Backend(ABC):
         non-floating tensor, or one with fewer than 2 columns."""
 
     @abstractmethod
-    def gradient_statistics(self, grad):
-        """``(sum of squares, sum of |g|, max |g|)``."""
+    def gradient_statistics(self, grad, *, per_unit=False):
+        """``(sum of squares, sum of |g|, max |g|)``; with ``per_unit`` the last is per row
+        (dim 0: a layer's output unit; for a bias, each entry's |g|)."""
 
     @abstractmethod
     def weight_sample(self, param, *, into=None):

@@ -78,13 +78,16 @@ class MinigradBackend(Backend):
             log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
             return np.float64(-(np.exp(log_p) * log_p).sum(axis=-1).mean())
 
-    def gradient_statistics(self, grad):
+    def gradient_statistics(self, grad, *, per_unit=False):
         flat = np.asarray(getattr(grad, "data", grad)).reshape(-1)
         if flat.size == 0:
             return (np.float64(0),) * 3
         magnitude = np.abs(flat)
+        rows = np.shape(getattr(grad, "data", grad))
         with np.errstate(over="ignore", invalid="ignore"):
-            return (np.dot(flat, flat), magnitude.sum(), magnitude.max())
+            largest = (magnitude.reshape(rows[0], -1).max(axis=1) if per_unit and rows
+                       else magnitude.max())
+            return (np.dot(flat, flat), magnitude.sum(), largest)
 
     def weight_sample(self, param, *, into=None):
         entries = self._sampled(param)

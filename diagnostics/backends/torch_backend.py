@@ -96,12 +96,18 @@ class TorchBackend(Backend):
         log_p = self.torch.log_softmax(self._reducible(x), dim=-1)
         return -(log_p.exp() * log_p).sum(dim=-1).mean()
 
-    def gradient_statistics(self, grad):
+    def gradient_statistics(self, grad, *, per_unit=False):
         flat = self._reducible(grad.detach()).reshape(-1)
         if flat.numel() == 0:
             return (flat.new_zeros(()),) * 3
         magnitude = self.torch.abs(flat, out=self._scratch(flat))
-        return (self.torch.dot(flat, flat), magnitude.sum(), magnitude.amax())
+        if not per_unit or grad.dim() == 0:
+            largest = magnitude.amax()
+        elif grad.dim() == 1:
+            largest = magnitude.clone()    # the scratch buffer is used again
+        else:
+            largest = magnitude.view(grad.shape[0], -1).amax(dim=1)
+        return (self.torch.dot(flat, flat), magnitude.sum(), largest)
 
     def weight_sample(self, param, *, into=None):
         entries = self._sampled(param)

@@ -2,7 +2,7 @@
 from dataclasses import dataclass, field
 
 from ..errors import DiagnosticsError
-from .kinds import RESHAPE, SATURATION, changes_with_mode, module_kind
+from .kinds import EMBEDDING, RESHAPE, SATURATION, changes_with_mode, module_kind
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,16 @@ class Layout:
                        for name, param in backend.named_parameters()]
         self.mode_modules = [(name, module) for name, module in modules
                              if changes_with_mode(module)]
+        kinds = {name: module_kind(module) for name, module in modules}
+        self.type_names = {name: type(module).__name__ for name, module in modules}
+        # weights whose rows are output units (Linear, Conv): a row without gradient in every
+        # batch is a unit whose output never reaches the loss (an embedding's rows are words)
+        self.unit_weights = [p.name for p in self.weights
+                             if p.name.rpartition(".")[2] == "weight"
+                             and kinds.get(p.module_name) != EMBEDDING]
+        trainable = {p.name for p in self.trainable}
+        self.unit_biases = {name: f"{name[:-len('weight')]}bias" for name in self.unit_weights
+                            if f"{name[:-len('weight')]}bias" in trainable}
 
     @property
     def trainable(self):

@@ -4,6 +4,8 @@ import numbers
 import weakref
 from collections import deque
 
+import numpy as np
+
 from ..backends import get_backend
 from ..errors import DiagnosticsError, require
 from ..findings import SEVERITIES
@@ -68,6 +70,8 @@ class Monitor:
         self._collector = Collector(backend)
         self._samples = deque(maxlen=window)
         self._units = UnitActivity(min(window, self.thresholds.dead_samples))
+        self._gradient_rows = UnitActivity(min(window, self.thresholds.dead_samples))
+        self._per_unit = set(self._layout.unit_weights) | set(self._layout.unit_biases.values())
         self._gradient_norms = Series()
         self._findings = {}
         self._on_finding = on_finding
@@ -202,6 +206,8 @@ class Monitor:
         elif self._sample is not None:
             tensor = next((a for a in args if self._backend.is_tensor(a)), None)
             if tensor is not None:
+                if self._sample.batch is None:
+                    self._sample.batch = int(tensor.shape[0]) if len(tensor.shape) else 1
                 self._queue_activation(self._sample, None, tensor, None)
         return None
 
@@ -242,7 +248,8 @@ class Monitor:
         def receive_previous(parts):
             sample.stale[name] = GradientRecord.from_parts(count, parts)
 
-        self._collector.add(backend.gradient_statistics(grad), receive_incoming)
+        self._collector.add(backend.gradient_statistics(grad, per_unit=name in self._per_unit),
+                            receive_incoming)
         previous = param.tensor.grad
         if previous is not None:
             self._collector.add(backend.gradient_statistics(previous), receive_previous)
@@ -349,6 +356,7 @@ class Monitor:
         self._gradient_norms.append(sample.gradient_norm)
         for name, record in sample.activations.items():
             self._units.add(name, record)
+        self._note_unit_gradients(sample)
         view = self._view()
         due = (self._last_full_check is None
                or sample.step - self._last_full_check >= FULL_CHECK_STEPS)
@@ -363,6 +371,25 @@ class Monitor:
             for sink in self._sinks:
                 sink.write(row, histograms)
 
+    def _note_unit_gradients(self, sample):
+        """Per output unit of each Linear/Conv layer: the largest |gradient| its weight row and
+        bias entry got. A row of zeros alone may mean a zero input, so a layer without a bias
+        counts only when some row got a gradient."""
+        if not sample.gradient_norm > 0:     # a loss of exactly 0 tells nothing
+            return
+        for name in self._layout.unit_weights:
+            weight = sample.gradients.get(name)
+            bias = sample.gradients.get(self._layout.unit_biases.get(name))
+            if weight is None or weight.row_max is None or not weight.finite:
+                continue
+            if bias is not None and bias.row_max is not None and bias.finite:
+                magnitude = np.maximum(weight.row_max, bias.row_max)
+            elif weight.abs_max > 0:
+                magnitude = weight.row_max
+            else:
+                continue
+            self._gradient_rows.add_magnitude(name, magnitude, sample.batch or 0)
+
     def _view(self):
         return WindowView(
             step=self._history.steps, every=self.every, samples=list(self._samples),
@@ -373,7 +400,7 @@ class Monitor:
             best_loss_level=self._history.best_level,
             eval_passes=list(self._eval_passes), eval_pass_count=self._eval_pass_count,
             kept_losses=list(self._kept_losses),
-            units=self._units)
+            units=self._units, gradient_rows=self._gradient_rows)
 
     def _run_checks(self, view, *, urgent_only=False):
         rank = {severity: i for i, severity in enumerate(SEVERITIES)}

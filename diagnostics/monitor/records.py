@@ -98,11 +98,15 @@ class GradientRecord:
     squares: float
     abs_total: float
     abs_max: float
+    row_max: np.ndarray | None = None   # per output unit (a weight's row, a bias's entry)
 
     @classmethod
     def from_parts(cls, count, parts):
-        squares, abs_total, abs_max = parts
-        return cls(count, squares, abs_total, abs_max)
+        squares, abs_total, largest = parts
+        if np.ndim(largest) == 0:
+            return cls(count, squares, abs_total, float(largest))
+        abs_max = float(np.max(largest)) if np.size(largest) else 0.0
+        return cls(count, squares, abs_total, abs_max, np.asarray(largest))
 
     @property
     def norm(self):
@@ -143,6 +147,7 @@ class Sample:
     loss: float = math.nan
     inputs: ActivationRecord | None = None
     output_width: int | None = None
+    batch: int | None = None                           # the model input's first dimension
     output_entropy: float | None = None                # mean entropy of the output's softmax
     activations: dict = field(default_factory=dict)   # layer name -> ActivationRecord
     gradients: dict = field(default_factory=dict)     # parameter name -> GradientRecord

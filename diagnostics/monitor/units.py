@@ -1,4 +1,5 @@
-"""``UnitActivity``: per layer, each unit's largest output magnitude in the last sampled steps."""
+"""``UnitActivity``: per layer (or weight), each unit's largest magnitude in the last sampled
+steps: of its output, or of the gradient that reached its row of weights."""
 import numpy as np
 
 
@@ -11,10 +12,16 @@ class UnitActivity:
         self._rings = {}
 
     def add(self, name, record):
+        """An ``ActivationRecord``: each unit's largest output magnitude."""
+        self.add_magnitude(name, np.maximum(np.abs(record.unit_max), np.abs(record.unit_min)),
+                           record.examples)
+
+    def add_magnitude(self, name, magnitude, examples):
+        """One sampled step: ``magnitude`` per unit, from ``examples`` values each."""
         ring = self._rings.get(name)
-        if ring is None or ring.units != record.units:
-            ring = self._rings[name] = _Ring(self.window, record.units)
-        ring.add(record.unit_max, record.unit_min, record.examples)
+        if ring is None or ring.units != magnitude.size:
+            ring = self._rings[name] = _Ring(self.window, magnitude.size)
+        ring.add(magnitude, examples)
 
     def examples(self, name):
         """Values per unit in the ring, and the sampled steps they came from."""
@@ -39,8 +46,8 @@ class _Ring:
         self._examples = np.zeros(window, dtype=np.int64)
         self._next = self.filled = 0
 
-    def add(self, unit_max, unit_min, examples):
-        np.maximum(np.abs(unit_max), np.abs(unit_min), out=self._magnitude[self._next])
+    def add(self, magnitude, examples):
+        self._magnitude[self._next] = magnitude
         self._examples[self._next] = examples
         self._next = (self._next + 1) % len(self._examples)
         self.filled = min(self.filled + 1, len(self._examples))

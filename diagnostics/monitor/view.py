@@ -46,6 +46,7 @@ class WindowView:
     eval_pass_count: int = 0                           # passes without gradients in train mode
     kept_losses: list = field(default_factory=list)   # (step, graph buffers alive) of held losses
     units: object = None                               # UnitActivity of the window
+    gradient_rows: object = None                       # UnitActivity of weight-gradient rows
 
     # ------------------------------------------------------------------- loss
     @cached_property
@@ -117,6 +118,16 @@ class WindowView:
             return None
         return self.units.dead(layer_name, min_examples=self.thresholds.dead_min_examples,
                                min_samples=self.thresholds.dead_min_samples)
+
+    def units_without_gradient(self, param_name):
+        """Boolean array: rows of the weight (its layer's output units) whose gradient was
+        exactly 0 in each of the last ``dead_samples`` sampled steps that brought the weight a
+        gradient; None until there is as much evidence as ``dead_units`` asks for."""
+        if self.gradient_rows is None:
+            return None
+        return self.gradient_rows.dead(param_name,
+                                       min_examples=self.thresholds.dead_min_examples,
+                                       min_samples=self.thresholds.dead_min_samples)
 
     def dead_fraction(self, layer):
         if layer.kind != RECTIFIER:

@@ -86,6 +86,23 @@ def mlp(fw, sizes, activation="ReLU"):
     return fw.nn.Sequential(*layers)
 
 
+def functional_relu_mlp(fw, sizes=(FEATURES, 32, 32, CLASSES)):
+    """An MLP that applies ReLU as a function in forward: no ReLU module for hooks to watch."""
+    nn, relu = fw.nn, fw.F.relu
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(sizes[0], sizes[1])
+            self.fc2 = nn.Linear(sizes[1], sizes[2])
+            self.fc3 = nn.Linear(sizes[2], sizes[3])
+
+        def forward(self, x):
+            return self.fc3(relu(self.fc2(relu(self.fc1(x)))))
+
+    return Net()
+
+
 def residual_net(fw, width=32, blocks=3):
     nn = fw.nn
 

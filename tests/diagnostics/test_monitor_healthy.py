@@ -1,8 +1,8 @@
 """No warning and no error on healthy runs: several seeds and architectures, torch and minigrad."""
 import pytest
 
-from tests.diagnostics.monitor_nets import (FEATURES, cnn, frameworks, mlp, residual_net,
-                                            teacher_data, train)
+from tests.diagnostics.monitor_nets import (FEATURES, cnn, frameworks, functional_relu_mlp, mlp,
+                                            residual_net, teacher_data, train)
 from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -11,6 +11,7 @@ ARCHITECTURES = {
     "relu mlp": (lambda fw: mlp(fw, [FEATURES, 32, 32, 4]), {"lr": 0.1}),
     "tanh mlp": (lambda fw: mlp(fw, [FEATURES, 32, 32, 4], "Tanh"), {"lr": 0.1}),
     "residual net with layer norm": (residual_net, {"lr": 0.1}),
+    "mlp with functional relu": (functional_relu_mlp, {"lr": 0.1}),
     "cnn": (cnn, {"lr": 0.5, "images": True}),
 }
 

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from diagnostics import Monitor
-from tests.diagnostics.monitor_nets import (FEATURES, batches, detached_net, frameworks, mlp,
-                                            teacher_data, train)
+from tests.diagnostics.monitor_nets import (FEATURES, batches, detached_net, frameworks,
+                                            functional_relu_mlp, mlp, teacher_data, train)
 from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -77,6 +77,41 @@ def test_constant_negative_init_kills_relu_units(fw, plant):
     assert dead.severity == "error"
     assert dead.evidence["dead_units"] == dead.evidence["units"] == 32
     assert "LeakyReLU" in dead.suggestion
+    assert "0" not in located(report, "DEAD_UNITS")   # the ReLU module, not also the Linear
+
+
+@pytest.mark.parametrize("dead_units, severity", [(32, "error"), (20, "warning")])
+def test_dead_units_behind_a_functional_relu_are_seen_through_the_gradient(fw, dead_units,
+                                                                           severity):
+    model = functional_relu_mlp(fw)
+    bias = np.zeros(32)
+    bias[:dead_units] = -10.0          # these units of fc1 are 0 for every input
+    _write(fw, model.fc1.weight, 0.05 * np.random.default_rng(0).standard_normal((32, FEATURES)))
+    _write(fw, model.fc1.bias, bias)
+    report = train(fw, model, steps=20)
+    assert located(report, "DEAD_UNITS")["fc1"] == severity
+    dead = next(f for f in report.findings if f.code == "DEAD_UNITS" and f.location == "fc1")
+    assert dead.evidence["dead_units"] == dead_units and dead.evidence["units"] == 32
+    assert dead.evidence["dead_indices"] == list(range(dead_units))[:20]
+    assert dead.evidence["seen_through"] == "gradient"
+    assert dead.evidence["parameter"] == "fc1.weight"
+    assert "fc1 (Linear)" in dead.message
+
+
+def test_a_gradient_of_zeros_everywhere_is_no_evidence_of_dead_units(fw):
+    # the loss is already 0 (MSE on its own output): every gradient is 0, no unit is "dead"
+    model = functional_relu_mlp(fw)
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.1)
+    x, _ = teacher_data(0)
+    with Monitor(model, optimizer, every=1) as monitor:
+        for xb, _ in batches(x, x, steps=8):
+            optimizer.zero_grad()
+            out = model(fw.inputs(xb))
+            loss = fw.F.mse_loss(out, out.detach())
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+    assert "DEAD_UNITS" not in monitor.report().codes()
 
 
 def test_twenty_sigmoid_layers_starve_the_first_layers(fw):

@@ -34,6 +34,38 @@ def dead_units(view):
             {"dead_units": int(dead.sum()), "units": int(dead.size), "dead_fraction": fraction,
              "zero_fraction": zeros, "values_per_unit": examples,
              "dead_indices": np.flatnonzero(dead)[:20].tolist()}))
+    if not any(layer.kind == RECTIFIER for layer in view.layout.layers):
+        findings += _units_without_gradient(view)
+    return findings
+
+
+def _units_without_gradient(view):
+    """Dead units of a model that applies its ReLUs as functions (``F.relu``, ``x.clamp(0)``),
+    where no ReLU module can be watched: seen from the gradient instead. A unit whose row of
+    weights got exactly 0 gradient in every recent batch never reaches the loss."""
+    findings = []
+    thresholds = view.thresholds
+    for name in view.layout.unit_weights:
+        dead = view.units_without_gradient(name)
+        if dead is None or dead.mean() < thresholds.dead_fraction:
+            continue
+        layer = name.rpartition(".")[0]
+        fraction = float(dead.mean())
+        examples, steps = view.gradient_rows.examples(name)
+        type_name = view.layout.type_names.get(layer, "layer")
+        findings.append(Finding(
+            "DEAD_UNITS", "error" if fraction > thresholds.dead_fraction_error else "warning",
+            layer,
+            f"{int(dead.sum())} of {dead.size} units ({fraction:.0%}) of layer "
+            f"{display_name(layer)} ({type_name}) got exactly 0 gradient in each of the last "
+            f"{steps} sampled steps ({examples} examples): their outputs never reach the loss, "
+            f"as behind a ReLU that is 0 for every input (applied as a function, so there is "
+            f"no ReLU module to watch)",
+            f"LeakyReLU(0.01) instead of ReLU; He (Kaiming) init, biases at 0 rather than "
+            f"negative; {lower_learning_rate(view)}; BatchNorm/LayerNorm before the ReLU",
+            {"dead_units": int(dead.sum()), "units": int(dead.size), "dead_fraction": fraction,
+             "seen_through": "gradient", "parameter": name, "examples": examples,
+             "dead_indices": np.flatnonzero(dead)[:20].tolist()}))
     return findings
 
 

@@ -26,6 +26,19 @@ def test_healthy_net_memorises_a_batch_and_stops_early(framework):
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_run_still_falling_at_the_last_step_gets_more_rounds(framework):
+    x, y = classification_data(rows=16)
+    short = overfit_one_batch(mlp(framework, (8, 32, 3)), cross_entropy(framework), x, y,
+                              steps=40, patience=0)
+    assert not short.passed and short.max_steps == 40       # 40 steps are not enough...
+    longer = overfit_one_batch(mlp(framework, (8, 32, 3)), cross_entropy(framework), x, y,
+                               steps=40)
+    assert longer.passed and 40 < longer.steps <= 160       # ...but it was getting there
+    assert longer.max_steps in (80, 120, 160)
+    assert longer.losses[:41] == short.losses[:41]
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_broadcasting_target_shape_fails_and_is_named_as_the_cause(framework):
     x, _ = classification_data(rows=16)
     y = np.random.default_rng(1).standard_normal(16).astype(np.float32)  # (16,) vs output (16, 1)
@@ -48,6 +61,7 @@ def test_dead_network_fails_with_no_gradient_as_the_cause(framework):
     assert not result.passed
     causes = result.findings[0].evidence["likely_causes"]
     assert any("no gradient reaches 0.weight, 0.bias" in cause for cause in causes)
+    assert result.max_steps == 30    # no extra rounds for a run that cannot learn
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

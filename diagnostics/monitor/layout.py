@@ -66,7 +66,9 @@ class Layout:
         # batch is a unit whose output never reaches the loss (an embedding's rows are words)
         self.unit_weights = [p.name for p in self.weights
                              if p.name.rpartition(".")[2] == "weight"
-                             and kinds.get(p.module_name) != EMBEDDING]
+                             and kinds.get(p.module_name) != EMBEDDING
+                             and not self.type_names.get(p.module_name, "").startswith(
+                                 "ConvTranspose")]      # (in, out, ...): rows are inputs
         trainable = {p.name for p in self.trainable}
         self.unit_biases = {name: f"{name[:-len('weight')]}bias" for name in self.unit_weights
                             if f"{name[:-len('weight')]}bias" in trainable}

@@ -354,3 +354,19 @@ def test_a_flat_loss_with_small_noise_is_a_plateau():
     noise = np.random.default_rng(0).normal(0.0, 0.002, 300)
     codes = {f.code for f in feed(1.0 + noise).findings}
     assert "LOSS_PLATEAU" in codes and "LOSS_OSCILLATING" not in codes
+
+
+def test_units_are_watched_through_the_rows_of_linear_and_conv_weights_only():
+    import torch
+
+    from diagnostics.backends import get_backend
+    from diagnostics.monitor.layout import Layout
+
+    model = torch.nn.ModuleDict({
+        "embed": torch.nn.Embedding(10, 4),             # rows are words, not units
+        "up": torch.nn.ConvTranspose2d(4, 2, 3),       # (in, out, k, k): rows are inputs
+        "conv": torch.nn.Conv2d(2, 3, 3, bias=False),
+        "head": torch.nn.Linear(3, 2)})
+    layout = Layout(get_backend(model))
+    assert layout.unit_weights == ["conv.weight", "head.weight"]
+    assert layout.unit_biases == {"head.weight": "head.bias"}

@@ -46,3 +46,27 @@ def test_healthy_training_with_adam_and_default_sampling_is_quiet(fw):
                    monitor_options={"every": 10, "window": 20})
     assert report.passed, str(report)
     assert report.sampled_steps == 31       # steps 0 and 1, then every 10th
+
+
+@pytest.mark.parametrize("fw", frameworks(), ids=lambda fw: fw.name)
+def test_gradient_accumulation_over_micro_batches_is_not_stale(fw):
+    # four backward passes add up on purpose before each optimizer step; the Monitor measures
+    # the first gradient of each iteration, against a .grad that zero_grad emptied
+    from diagnostics import Monitor
+    from tests.diagnostics.monitor_nets import batches
+
+    fw.seed(0)
+    model = mlp(fw, [FEATURES, 32, 32, 4])
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.1)
+    x, y = teacher_data(0)
+    with Monitor(model, optimizer, every=1) as monitor:
+        for step, (xb, yb) in enumerate(batches(x, y, steps=240, batch=16)):
+            loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb)) / 4
+            loss.backward()
+            if step % 4 == 3:
+                optimizer.step()
+                optimizer.zero_grad()
+                monitor.step(loss)
+    report = monitor.report()
+    assert report.passed, str(report)
+    assert report.history.steps == 60

@@ -49,7 +49,8 @@ def main():
     assert sorted(pairs) == sorted(expected) and len(pairs) == PLANTED
     print(f"validate_data, {TRAIN_ROWS:,} train + {TEST_ROWS:,} test rows x {FEATURES} features: "
           f"{full:.2f} s ({report.counts['duplicates_train_test']} duplicates found)")
-    print(f"duplicate search: row hashing {hashed:.2f} s, Python dict of row bytes {baseline:.2f} s")
+    print(f"duplicate search: row hashing {hashed:.2f} s, "
+          f"Python dict of row bytes {baseline:.2f} s")
     print(f"duplicate search speed-up over a dict of row bytes: {baseline / hashed:.1f}x")
 
 

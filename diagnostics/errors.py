@@ -9,7 +9,8 @@ class DiagnosticsError(ValueError, TypeError):
 
 
 def require(condition, argument, expected, got=None):
-    """Raise ``DiagnosticsError`` unless ``condition``: "<argument>: expected <expected>, got <got>"."""
+    """Raise ``DiagnosticsError`` unless ``condition``:
+    "<argument>: expected <expected>, got <got>"."""
     if not condition:
         detail = f", got {got}" if got is not None else ""
         raise DiagnosticsError(f"{argument}: expected {expected}{detail}")

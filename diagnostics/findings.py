@@ -49,7 +49,8 @@ class Finding:
         if self.code not in CODES:
             raise ValueError(f"Finding.code: unknown code {self.code!r}; known: {sorted(CODES)}")
         if self.severity not in SEVERITIES:
-            raise ValueError(f"Finding.severity: expected one of {SEVERITIES}, got {self.severity!r}")
+            raise ValueError(f"Finding.severity: expected one of {SEVERITIES}, "
+                             f"got {self.severity!r}")
 
     def to_dict(self):
         return to_jsonable({"code": self.code, "severity": self.severity,

@@ -1,4 +1,7 @@
-"""minigrad's own random-number generator (init, dropout, ``randn``), seeded like ``torch.manual_seed``."""
+"""minigrad's own random-number generator (init, dropout, ``randn``).
+
+It is seeded like ``torch.manual_seed``.
+"""
 import numpy as np
 
 _generator = np.random.default_rng(0)

@@ -4,10 +4,11 @@ One torch MLP (64 -> 128 -> 128 -> 10, ReLU) on scikit-learn's digits, trained f
 ``Monitor``: with lr=10, with ReLUs dead from init (biases at -10), without
 ``optimizer.zero_grad()``, and healthy. Each bug must be named by its own finding code, first
 among the findings (errors first, then in the order found; later ones are its consequences),
-and the healthy net must draw no warning at all, although half of its ReLU outputs are zero. Then the lesson's other tools: overfitting one batch (the healthy net does,
-the dead one cannot and is told why), the LR range test (lr=10 lies past the divergence), and a
-gradient check with ``CrossEntropyLoss`` and integer labels (the lesson cast the labels to
-double, which torch rejects; ``preflight`` names that as LABEL_DTYPE before torch raises).
+and the healthy net must draw no warning at all, although half of its ReLU outputs are zero.
+Then the lesson's other tools: overfitting one batch (the healthy net does, the dead one cannot
+and is told why), the LR range test (lr=10 lies past the divergence), and a gradient check with
+``CrossEntropyLoss`` and integer labels (the lesson cast the labels to double, which torch
+rejects; ``preflight`` names that as LABEL_DTYPE before torch raises).
 """
 from dataclasses import dataclass
 
@@ -155,8 +156,8 @@ def _lr_finder(result, x, y):
     result.check("LR finder: the loss diverges before lr=10, and the suggestion is 10x or more "
                  "below that", diverged is not None and diverged <= 10.0
                  and sweep.suggestion is not None and sweep.suggestion * 10 <= diverged,
-                 f"diverged at {diverged if diverged is None else f'{diverged:.3g}'}, "
-                 f"suggestion {sweep.suggestion if sweep.suggestion is None else f'{sweep.suggestion:.3g}'}")
+                 f"diverged at {diverged if diverged is None else f'{diverged:.3g}'}, suggestion "
+                 f"{sweep.suggestion if sweep.suggestion is None else f'{sweep.suggestion:.3g}'}")
 
 
 class _Batches:

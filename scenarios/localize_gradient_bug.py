@@ -40,7 +40,8 @@ class LinearFunction(minigrad.Function):
 
 
 class LinearTransposedWeightGrad(LinearFunction):
-    """The weight's gradient comes out transposed (only a square layer hides it from shape checks)."""
+    """The weight's gradient comes out transposed (only a square layer hides it from shape
+    checks)."""
 
     @staticmethod
     def backward(ctx, grad):

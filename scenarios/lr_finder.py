@@ -127,7 +127,8 @@ def _save(result, sweep, folder):
     result.files["plot (drawn by scenarios/plot_lr_csv.py from the CSV)"] = str(image_path)
     read = plot_lr_csv.read_sweep(csv_path)
     result.check("the sweep saved to CSV reads back exactly",
-                 np.array_equal(read["lr"], sweep.lrs) and np.array_equal(read["loss"], sweep.losses)
+                 np.array_equal(read["lr"], sweep.lrs)
+                 and np.array_equal(read["loss"], sweep.losses)
                  and np.array_equal(read["raw_loss"], sweep.raw_losses),
                  f"{len(read['lr'])} rows")
     with open(image_path, "rb") as handle:
@@ -200,7 +201,8 @@ def _accuracy(model, x, y, *, chunk=500):
     correct = 0
     with torch.no_grad():
         for start in range(0, len(x), chunk):
-            correct += int((model(x[start:start + chunk]).argmax(1) == y[start:start + chunk]).sum())
+            correct += int((model(x[start:start + chunk]).argmax(1)
+                            == y[start:start + chunk]).sum())
     return correct / len(x)
 
 

@@ -2,8 +2,9 @@
 
 A torch MLP on digits whose hidden biases were pushed to -3 (what one huge bad update does):
 most units output zero on every example, get no gradient, and stay dead, so training goes
-nowhere, and the ``Monitor`` says so (DEAD_UNITS). The same net, revived (fresh incoming weights for dead units, zero outgoing weights,
-optimizer moments reset), trains. Both runs start from the same weights and take the same steps.
+nowhere, and the ``Monitor`` says so (DEAD_UNITS). The same net, revived (fresh incoming weights
+for dead units, zero outgoing weights, optimizer moments reset), trains. Both runs start from the
+same weights and take the same steps.
 """
 import copy
 

@@ -204,7 +204,8 @@ class Backend(ABC):
 
     @abstractmethod
     def _assign_tensor(self, target, saved):
-        """Write ``saved`` back into ``target`` (values, dtype, shape), keeping ``target``'s identity."""
+        """Write ``saved`` back into ``target`` (values, dtype, shape), keeping ``target``'s
+        identity."""
 
     @abstractmethod
     def rng_state(self):
@@ -264,7 +265,8 @@ class Backend(ABC):
 
     @abstractmethod
     def new_optimizer(self, name, **options):
-        """A fresh ``<framework>.optim.<name>`` (``"SGD"``, ``"Adam"``) over the model's parameters."""
+        """A fresh ``<framework>.optim.<name>`` (``"SGD"``, ``"Adam"``) over the model's
+        parameters."""
 
     @abstractmethod
     def optimizer_snapshot(self, optimizer):
@@ -303,7 +305,8 @@ class Backend(ABC):
 
 @contextlib.contextmanager
 def _hooks_set_aside(model, attrs):
-    """Empty every hook dict while the block runs (so a deep copy copies no hooks), then put them back."""
+    """Empty every hook dict while the block runs (so a deep copy copies no hooks), then put
+    them back."""
     saved = []
     for module in model.modules():
         for attr in attrs:

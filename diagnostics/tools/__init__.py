@@ -1,4 +1,7 @@
-"""Training tools: overfit one batch, LR range test, preflight checklist, dead-unit revival, data validation."""
+"""Training tools.
+
+Overfit one batch, LR range test, preflight checklist, dead-unit revival, data validation.
+"""
 from .data_validation import DataReport, validate_data
 from .lr_finder import LRFinderResult, find_lr
 from .overfit import OverfitResult, overfit_one_batch

@@ -53,7 +53,8 @@ def first_dimension(backend, value):
 
 
 def check_optimizer(backend, optimizer, argument="optimizer"):
-    """A ``DiagnosticsError`` unless ``optimizer`` looks like one and holds only this model's parameters."""
+    """A ``DiagnosticsError`` unless ``optimizer`` looks like one and holds only this model's
+    parameters."""
     shaped = (hasattr(optimizer, "param_groups") and callable(getattr(optimizer, "step", None))
               and callable(getattr(optimizer, "zero_grad", None)))
     require(shaped, argument, "a torch.optim or minigrad.optim optimizer (param_groups, step, "
@@ -88,7 +89,8 @@ def learning_rates(optimizer):
 
 
 def compute_loss(backend, loss_fn, inputs, targets):
-    """``(output, loss)`` of one forward pass; a ``DiagnosticsError`` if the loss is not a scalar."""
+    """``(output, loss)`` of one forward pass; a ``DiagnosticsError`` if the loss is not a
+    scalar."""
     output = backend.forward(inputs)
     loss = loss_fn(output, targets)
     require(backend.is_tensor(loss) and int(np.prod(tuple(loss.shape))) == 1, "loss_fn",

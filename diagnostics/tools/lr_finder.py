@@ -243,7 +243,8 @@ def _steepest(lrs, losses):
 
 
 def _valley(lrs, losses):
-    """fastai's valley: a point inside the longest decreasing stretch of the loss, before its end."""
+    """fastai's valley: a point inside the longest decreasing stretch of the loss, before its
+    end."""
     count = len(losses)
     longest = [1] * count
     start = end = 0

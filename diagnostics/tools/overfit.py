@@ -1,4 +1,7 @@
-"""``overfit_one_batch``: a model that cannot memorise one small batch has a bug, not a tuning problem."""
+"""``overfit_one_batch``: can the model memorise one small batch?
+
+A model that cannot memorise one small batch has a bug, not a tuning problem.
+"""
 import math
 from dataclasses import dataclass, field
 

@@ -302,7 +302,8 @@ def _reinitialise(backend, chain, units, *, optimizer, rng):
 
 
 def _reset_moments(optimizer, params, touched):
-    """Zero the optimizer's per-parameter buffers (momentum, Adam moments) at the touched entries."""
+    """Zero the optimizer's per-parameter buffers (momentum, Adam moments) at the touched
+    entries."""
     for name, index in touched:
         param = params[name]
         state = optimizer.state.get(param) or {}

@@ -1,4 +1,7 @@
-"""Full backward hooks on modules: identity ops on a call's inputs and outputs catch their gradients."""
+"""Full backward hooks on modules.
+
+Identity ops on a call's inputs and outputs catch their gradients.
+"""
 import numpy as np
 
 from ..function import Function

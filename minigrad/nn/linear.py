@@ -18,7 +18,8 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        """torch's default: Kaiming-uniform weight with a=sqrt(5), uniform bias in ±1/sqrt(fan_in)."""
+        """torch's default: Kaiming-uniform weight with a=sqrt(5), uniform bias in
+        ±1/sqrt(fan_in)."""
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
             bound = 1 / math.sqrt(self.in_features) if self.in_features else 0

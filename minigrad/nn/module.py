@@ -1,4 +1,7 @@
-"""``Module``: the base of every layer, with torch's names for parameters, modules, hooks and state."""
+"""``Module``: the base of every layer.
+
+It uses torch's names for parameters, modules, hooks and state.
+"""
 import itertools
 from collections import OrderedDict
 

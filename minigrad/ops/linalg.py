@@ -34,7 +34,8 @@ def _restore(expanded, original):
 
 
 class Linear(Function):
-    """``y = x @ weight.T + bias`` with ``weight`` of shape (out, in), like ``torch.nn.functional.linear``."""
+    """``y = x @ weight.T + bias`` with ``weight`` of shape (out, in), like
+    ``torch.nn.functional.linear``."""
 
     @staticmethod
     def forward(ctx, x, weight, bias=None):

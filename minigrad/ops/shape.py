@@ -66,7 +66,8 @@ def _is_basic(index):
 
 
 class Gather(Function):
-    """``torch.gather``: ``out[i][j] = a[i][index[i][j]]`` along ``dim``; repeats add up in backward."""
+    """``torch.gather``: ``out[i][j] = a[i][index[i][j]]`` along ``dim``; repeats add up in
+    backward."""
 
     @staticmethod
     def forward(ctx, a, dim, index):

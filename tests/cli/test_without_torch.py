@@ -1,4 +1,7 @@
-"""Without torch, gradhunt still hunts on minigrad, and the torch-only commands say what to install."""
+"""Without torch, gradhunt still hunts on minigrad.
+
+And the torch-only commands say what to install.
+"""
 import pytest
 
 from bug_injection import cli as bug_injection_cli

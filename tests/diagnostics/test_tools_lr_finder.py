@@ -1,4 +1,7 @@
-"""find_lr: a readable sweep, usable suggestions, divergence stops it, state restored bit for bit."""
+"""find_lr: a readable sweep, usable suggestions, divergence stops it.
+
+And the state is restored bit for bit.
+"""
 import csv
 import json
 
@@ -34,7 +37,8 @@ def test_sweep_over_batches_gives_suggestions_inside_the_range(framework):
         assert result.suggestion <= result.diverged_at / 5
     text = str(result)
     assert "suggestion (minimum/10)" in text and "steepest" in text and "valley" in text
-    assert json.loads(json.dumps(result.to_dict()))["suggestion"] == pytest.approx(result.suggestion)
+    assert (json.loads(json.dumps(result.to_dict()))["suggestion"]
+            == pytest.approx(result.suggestion))
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

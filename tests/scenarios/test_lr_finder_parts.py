@@ -72,7 +72,8 @@ def test_resnet18_has_resnet18s_shape():
     model = ResNet18()
     # ResNet-18 for CIFAR-10 (3x3 stem, 10 classes): 11,173,962 parameters
     assert sum(p.numel() for p in model.parameters()) == 11_173_962
-    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size == (3, 3)]
+    convs = [m for m in model.modules()
+             if isinstance(m, torch.nn.Conv2d) and m.kernel_size == (3, 3)]
     assert len(convs) + 1 == 18  # 17 3x3 convolutions + the final linear layer
     small = ResNet18(in_channels=1, width=4).eval()
     with torch.no_grad():

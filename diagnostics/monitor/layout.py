@@ -70,8 +70,8 @@ class Layout:
                              and not self.type_names.get(p.module_name, "").startswith(
                                  "ConvTranspose")]      # (in, out, ...): rows are inputs
         trainable = {p.name for p in self.trainable}
-        self.unit_biases = {name: f"{name[:-len('weight')]}bias" for name in self.unit_weights
-                            if f"{name[:-len('weight')]}bias" in trainable}
+        self.unit_biases = {name: _bias_of(name) for name in self.unit_weights
+                            if _bias_of(name) in trainable}
 
     @property
     def trainable(self):
@@ -81,6 +81,11 @@ class Layout:
     def weights(self):
         """Trainable matrices and kernels in model order: one per layer for gradient flow."""
         return [p for p in self.params if p.trainable and p.is_weight]
+
+
+def _bias_of(weight_name):
+    """``"fc1.weight"`` -> ``"fc1.bias"``."""
+    return weight_name[:-len("weight")] + "bias"
 
 
 def display_name(name):

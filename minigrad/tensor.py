@@ -16,11 +16,16 @@ _hook_ids = itertools.count()
 class RemovableHandle:
     """Returned by every ``register_*hook``; ``remove()`` is idempotent."""
 
-    def __init__(self, hooks, key):
-        self._hooks, self._key = hooks, key
+    def __init__(self, hooks, key, *extra):
+        self._dicts, self._key = (hooks,) + extra, key   # extra: side dicts under the same key
+
+    @property
+    def key(self):
+        return self._key
 
     def remove(self):
-        self._hooks.pop(self._key, None)
+        for hooks in self._dicts:
+            hooks.pop(self._key, None)
 
     def __enter__(self):
         return self

@@ -120,9 +120,10 @@ class Backend(ABC):
         """``hook(module, grad_input, grad_output)`` (framework gradients); returns a handle."""
         return module.register_full_backward_hook(hook)
 
-    def add_forward_pre_hook(self, module, hook):
-        """``hook(module, inputs)`` before forward; returns a handle with ``remove()``."""
-        return module.register_forward_pre_hook(hook)
+    def add_forward_pre_hook(self, module, hook, *, with_kwargs=False):
+        """``hook(module, inputs)`` before forward (``hook(module, args, kwargs)`` with
+        ``with_kwargs``); returns a handle with ``remove()``."""
+        return module.register_forward_pre_hook(hook, with_kwargs=with_kwargs)
 
     def add_tensor_hook(self, tensor, hook):
         """``hook(grad)`` with the gradient arriving at ``tensor``, before it joins ``.grad``."""

@@ -14,6 +14,7 @@ _GRAPH_NODES_PROBED = 64  # graph_buffers_alive looks no further than this many 
 
 class MinigradBackend(Backend):
     name = "minigrad"
+    HOOK_SIDE_DICTS = ("_forward_pre_hooks_with_kwargs",)
 
     @staticmethod
     def accepts(model):

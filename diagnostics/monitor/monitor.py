@@ -103,7 +103,8 @@ class Monitor:
             for sink in self._sinks:
                 sink.close()
             raise
-        self._permanent_hooks = [backend.add_forward_pre_hook(model, self._on_forward_start)]
+        self._permanent_hooks = [backend.add_forward_pre_hook(model, self._on_forward_start,
+                                                              with_kwargs=True)]
         self._begin_iteration()
 
     # ------------------------------------------------------------------ public
@@ -201,14 +202,16 @@ class Monitor:
             handle.remove()
 
     # ------------------------------------------------------------------ hooks
-    def _on_forward_start(self, module, args):
-        """Forward pre-hook on the model, always attached."""
+    def _on_forward_start(self, module, args, kwargs):
+        """Forward pre-hook on the model, always attached; the input is the first tensor
+        among the positional, then the keyword arguments (``model(**batch)``)."""
         if self._pending_updates:
             self._queue_updates()
         if not self._backend.grad_enabled():
             self._note_pass_without_gradients()
         elif self._sample is not None:
-            tensor = next((a for a in args if self._backend.is_tensor(a)), None)
+            tensor = next((a for a in (*args, *kwargs.values()) if self._backend.is_tensor(a)),
+                          None)
             if tensor is not None:
                 if self._sample.batch is None:
                     self._sample.batch = int(tensor.shape[0]) if len(tensor.shape) else 1

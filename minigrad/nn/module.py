@@ -27,6 +27,7 @@ class Module:
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+        object.__setattr__(self, "_forward_pre_hooks_with_kwargs", {})
         object.__setattr__(self, "_forward_hooks", OrderedDict())
         object.__setattr__(self, "_backward_hooks", OrderedDict())
 
@@ -203,9 +204,14 @@ class Module:
         return missing, unexpected
 
     # -------------------------------------------------------------------- hooks
-    def register_forward_pre_hook(self, hook):
-        """``hook(module, args)`` before forward; may return replacement args."""
-        return self._add_hook(self._forward_pre_hooks, hook)
+    def register_forward_pre_hook(self, hook, *, with_kwargs=False):
+        """``hook(module, args)`` before forward; may return replacement args. With
+        ``with_kwargs``, ``hook(module, args, kwargs)``, which may return ``(args, kwargs)``."""
+        handle = self._add_hook(self._forward_pre_hooks, hook,
+                                self._forward_pre_hooks_with_kwargs)
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs[handle.key] = True
+        return handle
 
     def register_forward_hook(self, hook):
         """``hook(module, args, output)`` after forward; may return a replacement output."""
@@ -216,17 +222,22 @@ class Module:
         return self._add_hook(self._backward_hooks, hook)
 
     @staticmethod
-    def _add_hook(hooks, hook):
+    def _add_hook(hooks, hook, *side_dicts):
         key = next(_hook_ids)
         hooks[key] = hook
-        return RemovableHandle(hooks, key)
+        return RemovableHandle(hooks, key, *side_dicts)
 
     # ------------------------------------------------------------------ calling
     def forward(self, *args):
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args, **kwargs):
-        for hook in list(self._forward_pre_hooks.values()):
+        for key, hook in list(self._forward_pre_hooks.items()):
+            if key in self._forward_pre_hooks_with_kwargs:
+                result = hook(self, args, kwargs)
+                if result is not None:
+                    args, kwargs = result
+                continue
             result = hook(self, args)
             if result is not None:
                 args = result if isinstance(result, tuple) else (result,)

@@ -374,3 +374,21 @@ def _write(fw, param, array):
             param.copy_(torch.tensor(array, dtype=param.dtype))
     else:
         param.data[...] = array.astype(param.data.dtype)
+
+
+def test_a_model_called_with_keyword_arguments_has_its_input_watched(fw):
+    # model(x=batch), as with model(**batch): the input is found among the keyword arguments
+    model = functional_relu_mlp(fw)
+    fw.nn.init.constant_(model.fc1.bias, -1e5)        # dead even for inputs scaled by 1000
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.1)
+    x, y = teacher_data(0)
+    with Monitor(model, optimizer, every=1) as monitor:
+        for xb, yb in batches(x * 1000, y, steps=12):
+            optimizer.zero_grad()
+            loss = fw.F.cross_entropy(model(x=fw.inputs(xb)), fw.labels(yb))
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+    report = monitor.report()
+    assert located(report, "UNNORMALIZED_INPUT") == {"data": "warning"}
+    assert located(report, "DEAD_UNITS")["fc1"] == "error"

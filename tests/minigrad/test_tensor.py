@@ -326,3 +326,36 @@ def test_backward_hook_can_replace_grad_input_like_torch():
     twin(torch.tensor(X)).sum().backward()
     for (name, p), (_, tp) in zip(model.named_parameters(), twin.named_parameters()):
         np.testing.assert_allclose(p.grad, tp.grad.numpy(), rtol=1e-12, err_msg=name)
+
+
+def _scaling_net(base):
+    class Net(base.Module):
+        def forward(self, x, *, scale=1.0):
+            return x * scale
+    return Net()
+
+
+def test_forward_pre_hook_with_kwargs_sees_and_replaces_them_like_torch():
+    seen = {}
+    for name, base in (("minigrad", nn), ("torch", torch.nn)):
+        net = _scaling_net(base)
+        calls = []
+
+        def hook(module, args, kwargs, calls=calls):
+            calls.append((len(args), sorted(kwargs)))
+            return args, {**kwargs, "scale": 3.0}
+        plain = net.register_forward_pre_hook(lambda module, args, calls=calls: calls.append(
+            ("plain", len(args))))
+        handle = net.register_forward_pre_hook(hook, with_kwargs=True)
+        tensor = mg.tensor if name == "minigrad" else torch.tensor
+        out = net(tensor(np.ones(2)), scale=2.0)
+        handle.remove()
+        handle.remove()                                   # idempotent
+        again = net(tensor(np.ones(2)), scale=2.0)
+        plain.remove()
+        seen[name] = (calls, _np(out).tolist(), _np(again).tolist())
+        if name == "minigrad":
+            assert net._forward_pre_hooks == {} and net._forward_pre_hooks_with_kwargs == {}
+    assert seen["minigrad"] == seen["torch"]
+    assert seen["torch"] == ([("plain", 1), (1, ["scale"]), ("plain", 1)], [3.0, 3.0],
+                             [2.0, 2.0])

@@ -26,10 +26,11 @@ def update_column(param):
     return f"update/{param.name}/ratio"
 
 
-def columns_for(layout):
-    """The row columns, fixed by the model's structure so that every row has the same ones."""
-    columns = ["step", "loss", "gradient_norm", "input/mean", "input/std", "input/min",
-               "input/max"]
+def columns_for(layout, *, learning_rate=False):
+    """The row columns, fixed by the model's structure so that every row has the same ones;
+    ``lr`` (the first parameter group's) when there is an optimizer."""
+    columns = ["step", "loss", "gradient_norm"] + (["lr"] if learning_rate else [])
+    columns += ["input/mean", "input/std", "input/min", "input/max"]
     for layer in layout.layers:
         columns += activation_columns(layer)
     for param in layout.trainable:

@@ -66,7 +66,8 @@ class Monitor:
         self.thresholds = thresholds or Thresholds()
         self._backend, self._optimizer = backend, optimizer
         self._layout = Layout(backend, optimizer)
-        self._history = History(columns_for(self._layout))
+        self._history = History(columns_for(self._layout,
+                                            learning_rate=bool(learning_rates(optimizer))))
         self._activation_columns = [(layer, activation_columns(layer))
                                     for layer in self._layout.layers]
         self._parameter_columns = [(param, gradient_columns(param), update_column(param))
@@ -423,6 +424,8 @@ class Monitor:
     def _row(self, sample, view):
         """One row for the history and the sinks: ``{column: value}``."""
         row = {"step": sample.step, "loss": sample.loss, "gradient_norm": sample.gradient_norm}
+        if view.learning_rate is not None:
+            row["lr"] = view.learning_rate
         if sample.inputs is not None:
             row.update({"input/mean": sample.inputs.mean, "input/std": sample.inputs.std,
                         "input/min": sample.inputs.minimum, "input/max": sample.inputs.maximum})

@@ -9,7 +9,8 @@ import pytest
 
 from diagnostics import DiagnosticsError, Monitor
 from diagnostics.monitor import CSVSink, JSONLSink, TensorBoardSink, WandbSink
-from tests.diagnostics.monitor_nets import FEATURES, frameworks, mlp, train
+from tests.diagnostics.monitor_nets import (FEATURES, batches, frameworks, mlp, teacher_data,
+                                            train)
 from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -140,3 +141,32 @@ def test_a_sink_that_fails_to_open_closes_the_others_and_leaves_no_hook(tmp_path
         Monitor(model, sinks=[first, Broken(tmp_path / "b.csv")])
     assert first._file is None
     assert not model._forward_pre_hooks and not model._forward_hooks
+
+
+@pytest.mark.parametrize("fw", [TORCH, MINIGRAD], ids=lambda fw: fw.name)
+def test_rows_log_the_learning_rate_a_schedule_set(fw, tmp_path):
+    fw.seed(0)
+    model = mlp(fw, [FEATURES, 16, 4])
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.1)
+    x, y = teacher_data(0)
+    with Monitor(model, optimizer, every=3, sinks=[CSVSink(tmp_path / "m.csv")]) as monitor:
+        for step, (xb, yb) in enumerate(batches(x, y, steps=10)):
+            optimizer.param_groups[0]["lr"] = 0.1 / (step + 1)     # a schedule
+            optimizer.zero_grad()
+            loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb))
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+    history = monitor.report().history
+    assert history.columns[:4] == ("step", "loss", "gradient_norm", "lr")
+    np.testing.assert_allclose(history.column("lr"), [0.1 / (s + 1) for s in (0, 1, 3, 6, 9)])
+    with open(tmp_path / "m.csv", newline="") as file:
+        assert next(csv.reader(file))[3] == "lr"
+
+
+def test_without_an_optimizer_there_is_no_lr_column():
+    fw = MINIGRAD
+    model = mlp(fw, [FEATURES, 4])
+    with Monitor(model) as monitor:
+        monitor.step(1.0)
+    assert "lr" not in monitor.report().history.columns

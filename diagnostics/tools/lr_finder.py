@@ -12,7 +12,7 @@ its best value. Three readings of the curve are offered:
 The smoothed curve lags the raw loss (a 0.98 average remembers about 50 steps), so its lowest
 point sits where the raw loss already climbs; the /10 is calibrated with that lag. Read on a
 zero-lag (centred) smoothing instead, minimum/10 trained 3.8-9.9x worse than the best
-hand-tuned rate in ``benchmarks/lr_finder_advice.py``, against 0.79-0.84x as it is.
+hand-tuned rate in ``benchmarks/lr_finder_advice.py``, against 0.25-0.84x as it is.
 """
 import csv
 import math

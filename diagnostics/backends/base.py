@@ -112,6 +112,10 @@ class Backend(ABC):
         """The value of a one-element tensor as a Python float."""
 
     # ------------------------------------------------------------------ hooks
+    def on_host(self, tensor):
+        """True when reading ``tensor`` needs no transfer from an accelerator."""
+        return True
+
     def add_forward_hook(self, module, hook):
         """``hook(module, inputs, output)``; returns a handle with ``remove()``."""
         return module.register_forward_hook(hook)

@@ -113,7 +113,8 @@ class Monitor:
         """Record the end of an iteration: call it once per iteration, after
         ``optimizer.step()``, with the loss (a one-element tensor or a number)."""
         require(not self._closed, "Monitor.step", "an open Monitor", "one that was closed")
-        self._pending_losses.append(self._loss_entry(loss))
+        entry = self._loss_entry(loss)
+        self._pending_losses.append(entry)
         sample = self._sample
         if sample is not None:
             self._watch_loss(loss)
@@ -123,8 +124,18 @@ class Monitor:
             self._collector.flush()
             sample.loss = float(self._history.losses[-1])
             self._finish_sample(sample)
+        elif isinstance(entry, float) and not math.isfinite(entry):
+            self._alert_nonfinite_loss()
         self._step += 1
         self._begin_iteration()
+
+    def _alert_nonfinite_loss(self):
+        """A NaN/inf loss read on the host is reported at once, not at the next sampled step."""
+        if self._history.first_nonfinite_step is not None:
+            return
+        self._queue_losses()
+        self._collector.flush()
+        self._run_checks(self._view(), urgent_only=True)
 
     def report(self):
         """A ``MonitorReport``: findings, per-layer and per-parameter statistics, history."""
@@ -333,13 +344,14 @@ class Monitor:
 
     # ------------------------------------------------------------------ loss
     def _loss_entry(self, loss):
-        """The loss as a detached one-element tensor, or a float."""
+        """The loss as a float, or, on an accelerator, a detached one-element tensor read at
+        the next sampled step's transfer."""
         backend = self._backend
         if backend.is_tensor(loss):
-            size = math.prod(loss.shape)
-            require(size == 1, "loss", "a one-element tensor (the scalar loss)",
-                    f"a tensor of shape {tuple(loss.shape)}")
-            return loss.detach()
+            if math.prod(loss.shape) != 1:
+                require(False, "loss", "a one-element tensor (the scalar loss)",
+                        f"a tensor of shape {tuple(loss.shape)}")
+            return backend.scalar(loss) if backend.on_host(loss) else loss.detach()
         require(isinstance(loss, numbers.Real) and not isinstance(loss, bool), "loss",
                 f"the loss as a one-element {backend.name} tensor or a number",
                 type(loss).__name__)

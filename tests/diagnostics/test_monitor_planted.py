@@ -392,3 +392,20 @@ def test_a_model_called_with_keyword_arguments_has_its_input_watched(fw):
     report = monitor.report()
     assert located(report, "UNNORMALIZED_INPUT") == {"data": "warning"}
     assert located(report, "DEAD_UNITS")["fc1"] == "error"
+
+
+def test_a_nan_loss_is_alerted_at_its_own_step_between_sampled_ones(fw):
+    alerts, steps_seen = [], []
+    x, y = teacher_data(0)
+    model = mlp(fw, [FEATURES, 16, 4])
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.1)
+    with Monitor(model, optimizer, on_finding=alerts.append) as monitor:   # every=50
+        for step, (xb, yb) in enumerate(batches(x, y, steps=12)):
+            xb = xb * np.nan if step == 7 else xb
+            optimizer.zero_grad()
+            loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb))
+            loss.backward()
+            monitor.step(loss)
+            steps_seen.append([a.code for a in alerts])
+    assert steps_seen[6] == [] and steps_seen[7] == ["NAN_LOSS"]
+    assert alerts[0].evidence["step"] == 7 and alerts[0].location == "loss"

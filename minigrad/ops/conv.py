@@ -7,7 +7,8 @@ kh*kw times the size of the input.
 With stride 1 and columns that outweigh the output (``_grid_width``), the products run over
 whole rows of the padded image: the columns of a kernel offset are then one contiguous run of
 each flattened image, which numpy copies several times faster than rows of OW, for kw-1 idle
-columns per row that the output drops.
+columns per row that the output drops. (An infinite input value can meet a zero gradient in an
+idle column, so a weight gradient that torch gives as inf may come out NaN: both non-finite.)
 """
 import numpy as np
 

@@ -297,11 +297,20 @@ class _Checklist:
 
     # -------------------------------------------------------------- training
     def _overfit(self):
-        result = overfit_one_batch(self.backend.model, self.loss_fn, self.inputs, self.targets,
-                                   optimizer=self.optimizer, steps=OVERFIT_STEPS)
+        result = self._overfit_with(self.optimizer)
         summary = str(result).splitlines()[0].replace("overfit one batch: ", "")
-        return CheckItem("overfit one batch", PASS if result.passed else FAIL, summary,
-                         list(result.findings))
+        if result.passed or self.optimizer is None:
+            return CheckItem("overfit one batch", PASS if result.passed else FAIL, summary,
+                             list(result.findings))
+        fallback = self._overfit_with(None)   # Adam(lr=DEFAULT_LR): is it the optimizer?
+        if not fallback.passed:
+            return CheckItem("overfit one batch", FAIL, summary, list(result.findings))
+        return CheckItem("overfit one batch", FAIL, summary,
+                         [_slow_optimizer_finding(result, fallback, self.optimizer)])
+
+    def _overfit_with(self, optimizer):
+        return overfit_one_batch(self.backend.model, self.loss_fn, self.inputs, self.targets,
+                                 optimizer=optimizer, steps=OVERFIT_STEPS)
 
     def _training_steps(self):
         """A few steps through ``train_step`` (or a plain step) under a Monitor."""
@@ -454,3 +463,22 @@ def _monitored(name, findings, codes, healthy):
 
 def _first_line(finding):
     return f"{finding.code} at {finding.location}" if finding.location else finding.code
+
+
+def _slow_optimizer_finding(result, fallback, optimizer):
+    """OVERFIT_FAILED as a warning: the user's optimizer cannot memorise the batch in time,
+    the default Adam can, so the model and the loss learn and the settings are slow."""
+    rates = ", ".join(f"{lr:g}" for lr in sorted(set(T.learning_rates(optimizer))))
+    reached = "reaches its target" if fallback.steps is not None else "is memorising it"
+    steps = fallback.steps if fallback.steps is not None else fallback.max_steps
+    return Finding(
+        "OVERFIT_FAILED", "warning", "loss",
+        f"with your optimizer ({type(optimizer).__name__}, lr {rates}) the loss went from "
+        f"{result.initial_loss:.4g} to {result.final_loss:.4g} in {result.max_steps} steps "
+        f"without reaching {result.target_loss:.4g}; Adam(lr={DEFAULT_LR:g}) on the same batch "
+        f"{reached} in {steps} steps: the model and the loss can learn, the optimizer "
+        f"settings are slow",
+        "raise the learning rate (find_lr suggests one) or use Adam; then run preflight again",
+        {"initial_loss": result.initial_loss, "final_loss": result.final_loss,
+         "steps": result.max_steps, "learning_rates": T.learning_rates(optimizer),
+         "adam_steps": fallback.steps, "adam_final_loss": fallback.final_loss})

@@ -271,3 +271,32 @@ def _scale(weight, factor):
             weight.mul_(factor)
     else:
         weight.data[...] *= factor
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_slow_optimizer_is_told_apart_from_a_bug(framework):
+    # SGD at lr=1e-3 cannot memorise the batch in time; Adam can: a warning about the settings
+    x, y = classification_data(rows=16)
+    model = mlp(framework, (8, 32, 3))
+    slow = OPTIM[framework].SGD(model.parameters(), lr=1e-3)
+    report = preflight(model, cross_entropy(framework), x, y, optimizer=slow)
+    (finding,) = report.item("overfit one batch").findings
+    assert finding.code == "OVERFIT_FAILED" and finding.severity == "warning"
+    assert "SGD, lr 0.001" in finding.message
+    assert "the optimizer settings are slow" in finding.message
+    assert finding.evidence["adam_steps"] is not None
+    # a real bug fails with Adam too, and stays an error
+    model = mlp(framework, (8, 16, 3))
+    _set_bias_value(model[0].bias, -50.0)
+    dead = preflight(model, cross_entropy(framework), x, y,
+                     optimizer=OPTIM[framework].SGD(model.parameters(), lr=1e-3))
+    (finding,) = dead.item("overfit one batch").findings
+    assert finding.code == "OVERFIT_FAILED" and finding.severity == "error"
+
+
+def _set_bias_value(bias, value):
+    if isinstance(bias, torch.Tensor):
+        with torch.no_grad():
+            bias.fill_(value)
+    else:
+        bias.data[...] = value

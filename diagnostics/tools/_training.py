@@ -4,6 +4,7 @@ import numbers
 
 import numpy as np
 
+from ..backends import get_backend
 from ..errors import DiagnosticsError, require
 
 DEFAULT_OPTIMIZER = "Adam"
@@ -86,6 +87,23 @@ def set_lr(optimizer, lr):
 
 def learning_rates(optimizer):
     return [float(group["lr"]) for group in optimizer.param_groups]
+
+
+def lr_text(optimizer):
+    """The optimizer's distinct learning rates, as ``"0.1"`` or ``"0.01, 0.1"``."""
+    return ", ".join(f"{lr:g}" for lr in sorted(set(learning_rates(optimizer))))
+
+
+def checked_batch(model, loss_fn, inputs, targets, optimizer):
+    """The backend and the batch as the model's tensors, after checking the arguments that
+    the tools training on one batch share."""
+    backend = get_backend(model)
+    check_callable(loss_fn, "loss_fn")
+    inputs = as_model_tensor(backend, inputs, "inputs")
+    targets = as_model_tensor(backend, targets, "targets")
+    if optimizer is not None:
+        check_optimizer(backend, optimizer)
+    return backend, inputs, targets
 
 
 def compute_loss(backend, loss_fn, inputs, targets):

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backends import get_backend
 from ..findings import Finding
 from ..jsonable import to_jsonable
 from . import _training as T
@@ -88,12 +87,7 @@ def overfit_one_batch(model, loss_fn, inputs, targets, *, optimizer=None, steps=
     gradient, and every example right for class-index targets. The model, the optimizer
     and the RNG states are restored afterwards, bit for bit.
     """
-    backend = get_backend(model)
-    T.check_callable(loss_fn, "loss_fn")
-    inputs = T.as_model_tensor(backend, inputs, "inputs")
-    targets = T.as_model_tensor(backend, targets, "targets")
-    if optimizer is not None:
-        T.check_optimizer(backend, optimizer)
+    backend, inputs, targets = T.checked_batch(model, loss_fn, inputs, targets, optimizer)
     T.check_int(steps, "steps", minimum=1)
     T.check_int(patience, "patience", minimum=0)
     if target_loss is not None:
@@ -224,7 +218,7 @@ def _likely_causes(backend, optimizer, losses, *, silent, output, targets):
             causes.append("the loss grew: the learning rate is too high")
         elif start - end <= 0.01 * max(abs(start), 1e-12):
             causes.append(f"the loss barely moved: a learning rate of "
-                          f"{_lr_text(optimizer)} may be too small, or optimizer.step() does "
+                          f"{T.lr_text(optimizer)} may be too small, or optimizer.step() does "
                           f"not change the parameters")
         else:
             causes.append("the loss fell but too slowly: more steps or a larger learning rate, "
@@ -243,11 +237,6 @@ def _regularisers(backend, optimizer):
     if any(decays):
         found.append(f"weight_decay={max(decays):g}")
     return found
-
-
-def _lr_text(optimizer):
-    rates = sorted(set(T.learning_rates(optimizer)))
-    return ", ".join(f"{lr:g}" for lr in rates)
 
 
 def _names(names, limit=4):

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backends import get_backend
 from ..errors import DiagnosticsError
 from ..findings import Finding
 from ..gradcheck import check_gradients
@@ -97,12 +96,7 @@ def preflight(model, loss_fn, inputs, targets, *, optimizer=None, train_step=Non
     that a missing ``zero_grad()`` or ``step()`` shows. The model, the optimizer and the
     RNG states are restored afterwards; other side effects of ``train_step`` are not undone.
     """
-    backend = get_backend(model)
-    T.check_callable(loss_fn, "loss_fn")
-    inputs = T.as_model_tensor(backend, inputs, "inputs")
-    targets = T.as_model_tensor(backend, targets, "targets")
-    if optimizer is not None:
-        T.check_optimizer(backend, optimizer)
+    backend, inputs, targets = T.checked_batch(model, loss_fn, inputs, targets, optimizer)
     if train_step is not None:
         T.check_callable(train_step, "train_step")
     with backend.preserved(optimizer):
@@ -468,14 +462,14 @@ def _first_line(finding):
 def _slow_optimizer_finding(result, fallback, optimizer):
     """OVERFIT_FAILED as a warning: the user's optimizer cannot memorise the batch in time,
     the default Adam can, so the model and the loss learn and the settings are slow."""
-    rates = ", ".join(f"{lr:g}" for lr in sorted(set(T.learning_rates(optimizer))))
     reached = "reaches its target" if fallback.steps is not None else "is memorising it"
     steps = fallback.steps if fallback.steps is not None else fallback.max_steps
     return Finding(
         "OVERFIT_FAILED", "warning", "loss",
-        f"with your optimizer ({type(optimizer).__name__}, lr {rates}) the loss went from "
-        f"{result.initial_loss:.4g} to {result.final_loss:.4g} in {result.max_steps} steps "
-        f"without reaching {result.target_loss:.4g}; Adam(lr={DEFAULT_LR:g}) on the same batch "
+        f"with your optimizer ({type(optimizer).__name__}, lr {T.lr_text(optimizer)}) the loss "
+        f"went from {result.initial_loss:.4g} to {result.final_loss:.4g} in "
+        f"{result.max_steps} steps without reaching {result.target_loss:.4g}; "
+        f"Adam(lr={DEFAULT_LR:g}) on the same batch "
         f"{reached} in {steps} steps: the model and the loss can learn, the optimizer "
         f"settings are slow",
         "raise the learning rate (find_lr suggests one) or use Adam; then run preflight again",

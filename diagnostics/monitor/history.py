@@ -82,9 +82,6 @@ class History:
         self._level = np.zeros(0)
 
     # ------------------------------------------------------------------ losses
-    def add_loss(self, value):
-        self.add_losses((value,))
-
     def add_losses(self, values):
         """Append the losses of consecutive steps, oldest first."""
         values = np.asarray(values, dtype=np.float64).reshape(-1)

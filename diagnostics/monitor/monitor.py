@@ -350,9 +350,9 @@ class Monitor:
         the next sampled step's transfer."""
         backend = self._backend
         if backend.is_tensor(loss):
-            if math.prod(loss.shape) != 1:
-                require(False, "loss", "a one-element tensor (the scalar loss)",
-                        f"a tensor of shape {tuple(loss.shape)}")
+            if math.prod(loss.shape) != 1:   # (the message is built only when it is needed)
+                raise DiagnosticsError(f"loss: expected a one-element tensor (the scalar loss), "
+                                       f"got a tensor of shape {tuple(loss.shape)}")
             return backend.scalar(loss) if backend.on_host(loss) else loss.detach()
         require(isinstance(loss, numbers.Real) and not isinstance(loss, bool), "loss",
                 f"the loss as a one-element {backend.name} tensor or a number",

@@ -187,11 +187,32 @@ class Backend(ABC):
     def release_scratch(self):
         """Free buffers kept for statistics."""
 
-    @abstractmethod
+    GRAPH_NODES_PROBED = 64  # graph_buffers_alive looks no further than this many nodes
+
     def graph_buffers_alive(self, tensor):
         """True while the graph that made ``tensor`` still holds what backward needs (after
         ``retain_graph=True``, or before any backward); False once backward freed it; None
         when no saved tensor lies within the first nodes."""
+        stack, visited = [getattr(tensor, "grad_fn", None)], 0
+        while stack and visited < self.GRAPH_NODES_PROBED:
+            node = stack.pop()
+            if node is None:
+                continue
+            visited += 1
+            saved = self._saved_state(node)
+            if saved is not None:
+                return saved
+            stack.extend(self._node_inputs(node))
+        return None
+
+    @abstractmethod
+    def _saved_state(self, node):
+        """Of one graph node: True if it holds saved tensors, False if backward freed them,
+        None if it saved nothing."""
+
+    @abstractmethod
+    def _node_inputs(self, node):
+        """The nodes (or None) that made one graph node's inputs."""
 
     def hook_keys(self):
         """module name -> {hook dict: keys}: what ``restore`` uses to drop leftover hooks."""

@@ -9,8 +9,6 @@ from minigrad.tensor import Tensor
 
 from .base import Backend
 
-_GRAPH_NODES_PROBED = 64  # graph_buffers_alive looks no further than this many nodes
-
 
 class MinigradBackend(Backend):
     name = "minigrad"
@@ -110,19 +108,13 @@ class MinigradBackend(Backend):
         blocks, stride = plan
         return flat[:blocks * self.SAMPLE_BLOCK].reshape(blocks, self.SAMPLE_BLOCK)[::stride]
 
-    def graph_buffers_alive(self, tensor):
-        stack, visited = [getattr(tensor, "grad_fn", None)], 0
-        while stack and visited < _GRAPH_NODES_PROBED:
-            ctx = stack.pop()
-            if ctx is None:
-                continue
-            visited += 1
-            if ctx.released:
-                return False
-            if ctx.saved_tensors:
-                return True
-            stack.extend(getattr(x, "grad_fn", None) for x in ctx.inputs)
-        return None
+    def _saved_state(self, node):
+        if node.released:
+            return False
+        return True if node.saved_tensors else None
+
+    def _node_inputs(self, node):
+        return [getattr(x, "grad_fn", None) for x in node.inputs]
 
     def gather(self, results):
         arrays = [np.asarray(r.data if isinstance(r, Tensor) else r, dtype=np.float64)

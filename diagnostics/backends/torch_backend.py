@@ -11,7 +11,6 @@ from .base import Backend
 # torch files a hook under one key in a main dict and, with some options, in side dicts
 _TORCH_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
                      "_backward_pre_hooks")
-_GRAPH_NODES_PROBED = 64  # graph_buffers_alive looks no further than this many nodes
 _TORCH_HOOK_SIDE_DICTS = ("_forward_hooks_with_kwargs", "_forward_hooks_always_called",
                           "_forward_pre_hooks_with_kwargs")
 
@@ -168,24 +167,20 @@ class TorchBackend(Backend):
                                                      device=like.device)
         return buffer[:like.numel()]
 
-    def graph_buffers_alive(self, tensor):
-        stack, visited = [getattr(tensor, "grad_fn", None)], 0
-        while stack and visited < _GRAPH_NODES_PROBED:
-            node = stack.pop()
-            if node is None:
+    def _saved_state(self, node):
+        for attr in dir(node):
+            if not attr.startswith("_saved_"):
                 continue
-            visited += 1
-            for attr in dir(node):
-                if not attr.startswith("_saved_"):
-                    continue
-                try:
-                    value = getattr(node, attr)
-                except RuntimeError:  # "... saved tensors after they have already been freed"
-                    return False
-                if isinstance(value, self.torch.Tensor):
-                    return True
-            stack.extend(child for child, _ in node.next_functions)
+            try:
+                value = getattr(node, attr)
+            except RuntimeError:  # "... saved tensors after they have already been freed"
+                return False
+            if isinstance(value, self.torch.Tensor):
+                return True
         return None
+
+    def _node_inputs(self, node):
+        return [child for child, _ in node.next_functions]
 
     def _reducible(self, tensor):
         """float32 for half types, whose sums overflow and which CPU ``dot`` lacks."""

@@ -1,7 +1,7 @@
 """Exercise 1: a 20-layer net without normalization; the detector fires and suggests a clip value.
 
 The net is 20 ``Linear`` layers with ReLUs, He-initialised, no batch or layer norm, trained on
-digits with SGD (lr 0.05, momentum 0.9). It trains for a while, then within a few steps the
+digits with SGD (lr 0.1, momentum 0.9). It trains for a while, then within a few steps the
 gradient norm jumps by orders of magnitude and the loss diverges. A ``Monitor`` with
 ``every=1`` watches (an explosion can go from calm to NaN between two samples of a sparser
 schedule) and calls an alert on every finding: EXPLODING_GRADIENTS must fire while the loss
@@ -25,7 +25,7 @@ NAME = "exploding_gradients"
 TITLE = "a 20-layer net without normalization: exploding gradients detected, clip suggested"
 DEPTH = 20
 WIDTH = 64
-LR = 0.05
+LR = 0.1
 MOMENTUM = 0.9
 BATCH = 64
 SEED = 0

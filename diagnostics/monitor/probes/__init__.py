@@ -26,8 +26,10 @@ only the moments it needs (``attach`` for hooks on sampled iterations, ``on_forw
 completed sample into its own state, ``columns`` and ``fill_row`` for history columns) and
 returns what its check reads from ``view_fields`` as ``{"signals": {name: value}}`` (read in
 the check as ``view.signals[name]``); append the class to ``PROBES``. Then write the check, a pure
-``check(view) -> [Finding]`` in ``checks/<family>.py`` listed in that family's ``CHECKS``,
-and give its finding code a row in docs/findings.md. Device statistics a probe needs go in
+``check(view) -> [Finding]`` in ``checks/<family>.py`` listed in that family's ``CHECKS``
+(a new finding code also gets its line in ``diagnostics/findings.py``'s ``CODES``), and give
+the code a row in docs/findings.md. tests/diagnostics/test_monitor_probes.py adds a toy
+signal this way. Device statistics a probe needs go in
 ``monitor/kernels/`` (one method per framework) rather than in the backend protocol.
 """
 from .activations import ActivationsProbe

@@ -20,17 +20,22 @@ probe                     signal
 ``GraphProbe``            loss tensors held with their autograd graph
 ========================  ==================================================================
 
-How to add a signal: write ``probes/<signal>.py`` with a ``Probe`` subclass that overrides
-only the moments it needs (``attach`` for hooks on sampled iterations, ``on_forward`` or
-``on_step`` for every iteration, ``contribute`` to queue device results, ``finish`` to fold a
-completed sample into its own state, ``columns`` and ``fill_row`` for history columns) and
-returns what its check reads from ``view_fields`` as ``{"signals": {name: value}}`` (read in
-the check as ``view.signals[name]``); append the class to ``PROBES``. Then write the check, a pure
-``check(view) -> [Finding]`` in ``checks/<family>.py`` listed in that family's ``CHECKS``
-(a new finding code also gets its line in ``diagnostics/findings.py``'s ``CODES``), and give
-the code a row in docs/findings.md. tests/diagnostics/test_monitor_probes.py adds a toy
-signal this way. Device statistics a probe needs go in
-``monitor/kernels/`` (one method per framework) rather than in the backend protocol.
+How to add a signal (three files and a registration):
+
+1. ``probes/<signal>.py``: a ``Probe`` subclass that overrides only the moments it needs
+   (``attach`` for hooks on sampled iterations, ``on_forward`` or ``on_step`` for every
+   iteration, ``contribute`` to queue device results on the one gather, ``finish`` to fold a
+   completed sample into its own state, ``columns`` and ``fill_row`` for history columns),
+   and hands its check what it measured from ``view_fields`` as ``{"signals": {name:
+   value}}`` (the check reads ``view.signals[name]``). Append the class to ``PROBES`` below.
+   Device statistics it needs go in ``monitor/kernels/`` (one method per framework), not in
+   the backend protocol.
+2. The check: a pure ``check(view) -> [Finding]`` in ``checks/<family>.py``, listed in that
+   family's ``CHECKS`` (its new finding code gets its line in ``diagnostics/findings.py``'s
+   ``CODES``).
+3. A row for the finding code in docs/findings.md.
+
+tests/diagnostics/test_monitor_probes.py adds a toy signal exactly this way.
 """
 from .activations import ActivationsProbe
 from .base import Context, Probe

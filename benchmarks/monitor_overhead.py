@@ -19,6 +19,7 @@ import torch
 
 from diagnostics.backends import get_backend
 from diagnostics.monitor import DEFAULT_EVERY, Monitor
+from diagnostics.monitor.kernels import kernels_for
 
 
 def _mlp(seed):
@@ -36,21 +37,21 @@ def _loop(seed, every):
 
 
 class _BareStatistics:
-    """The floor under Monitor(every=1): the same device reductions (the backend's own
-    activation and gradient statistics of every layer and parameter, every step), from plain
+    """The floor under Monitor(every=1): the same device reductions (the Monitor's own
+    activation and gradient kernels of every layer and parameter, every step), from plain
     hooks, with no transfer, no records and no checks."""
 
     def __init__(self, model):
-        backend = get_backend(model)
+        kernels = kernels_for(get_backend(model))
         self._results = []
         keep = self._results.extend
         self._handles = [model.register_forward_pre_hook(
-            lambda module, args: keep(backend.activation_statistics(args[0])))]
+            lambda module, args: keep(kernels.activation_statistics(args[0])))]
         self._handles += [layer.register_forward_hook(
-            lambda module, args, out: keep(backend.activation_statistics(out)))
+            lambda module, args, out: keep(kernels.activation_statistics(out)))
             for layer in model]
         self._handles += [param.register_hook(
-            lambda grad: keep(backend.gradient_statistics(grad)))
+            lambda grad: keep(kernels.gradient_statistics(grad)))
             for param in model.parameters()]
 
     def step(self, loss):

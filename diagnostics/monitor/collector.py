@@ -5,8 +5,8 @@ class Collector:
     """Queue ``(tensors, receive)`` pairs; ``flush`` gathers every tensor in one transfer and
     hands each ``receive`` its own results as NumPy arrays, in the order they were queued."""
 
-    def __init__(self, backend):
-        self._backend = backend
+    def __init__(self, kernels):
+        self._kernels = kernels
         self._queued = []
 
     def add(self, tensors, receive):
@@ -22,7 +22,7 @@ class Collector:
         queued, self._queued = self._queued, []
         if not queued:
             return
-        arrays = self._backend.gather([t for tensors, _ in queued for t in tensors])
+        arrays = self._kernels.gather([t for tensors, _ in queued for t in tensors])
         offset = 0
         for tensors, receive in queued:
             receive(arrays[offset:offset + len(tensors)])

@@ -47,6 +47,8 @@ class WindowView:
     kept_losses: list = field(default_factory=list)   # (step, graph buffers alive) of held losses
     units: object = None                               # UnitActivity of the window
     gradient_rows: object = None                       # UnitActivity of weight-gradient rows
+    signals: dict = field(default_factory=dict)        # name -> value, from probes without a
+                                                       # field of their own
 
     # ------------------------------------------------------------------- loss
     @cached_property

@@ -11,6 +11,7 @@ import minigrad
 from diagnostics import DiagnosticsError, Monitor
 from diagnostics.backends import get_backend
 from diagnostics.monitor import DEFAULT_EVERY, Thresholds
+from diagnostics.monitor.kernels import kernels_for
 from tests.diagnostics.monitor_nets import FEATURES, batches, frameworks, mlp, teacher_data
 from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
 
@@ -146,17 +147,18 @@ def test_no_item_call_per_statistic(monkeypatch):
     import torch
 
     from diagnostics.backends.torch_backend import TorchBackend
+    from diagnostics.monitor.kernels.torch_kernels import TorchKernels
 
     model = mlp(FRAMEWORKS[0], [FEATURES, 16, 16, 4])
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     gathers = []
-    original = TorchBackend.gather
+    original = TorchKernels.gather
 
     def counting_gather(self, results):
         gathers.append(len(results))
         return original(self, results)
 
-    monkeypatch.setattr(TorchBackend, "gather", counting_gather)
+    monkeypatch.setattr(TorchKernels, "gather", counting_gather)
     # as on an accelerator: a CPU loss is read at once (free there), a GPU one is not
     monkeypatch.setattr(TorchBackend, "on_host", lambda self, tensor: False)
 
@@ -256,7 +258,7 @@ def test_statistics_match_the_tensors(fw):
 
 
 def test_update_size_is_measured_on_a_sample_of_large_parameters(fw):
-    backend = get_backend(mlp(fw, [FEATURES, 4]))
+    backend = kernels_for(get_backend(mlp(fw, [FEATURES, 4])))
     values = np.arange(200_000, dtype=np.float32) / 1e5
     big = fw.inputs(values)
     before = backend.weight_sample(big)

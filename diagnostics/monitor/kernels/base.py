@@ -1,0 +1,89 @@
+"""``Kernels``: what the Monitor computes on a framework's tensors, in one interface."""
+from abc import ABC, abstractmethod
+
+
+class Kernels(ABC):
+    """One framework's statistics for the Monitor.
+
+    Reductions run where the tensor lives and do not synchronise; ``gather`` brings a list of
+    their results to the host in one transfer (one synchronisation).
+    """
+
+    UPDATE_SAMPLE = 16384  # at most this many entries per parameter measure an update's size
+    SAMPLE_BLOCK = 16      # taken in runs of 16 neighbours (a 64-byte cache line of float32)
+    GRAPH_NODES_PROBED = 64  # graph_buffers_alive looks no further than this many nodes
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    @abstractmethod
+    def activation_statistics(self, tensor, *, saturation=None):
+        """``(sum, sum of squares, nonzero count, unit max, unit min)``, and the saturated count
+        when ``saturation=(center, radius)`` is given (elements with |x - center| > radius).
+
+        Units lie on axis 1 (features of (N, F), channels of (N, C, ...)); a 0-d or 1-d
+        tensor is one unit. None for an empty or non-floating tensor.
+        """
+
+    @abstractmethod
+    def prediction_entropy(self, tensor):
+        """The mean over rows of the entropy of ``softmax(tensor)`` along the last dimension
+        (nats; ln C for a uniform guess over C classes), a 0-d result. None for an empty or
+        non-floating tensor, or one with fewer than 2 columns."""
+
+    @abstractmethod
+    def gradient_statistics(self, grad, *, per_unit=False):
+        """``(sum of squares, sum of |g|, max |g|)``; with ``per_unit`` the last is per row
+        (dim 0: a layer's output unit; for a bias, each entry's |g|)."""
+
+    @abstractmethod
+    def weight_sample(self, param, *, into=None):
+        """A copy of ``param``'s entries, or for a larger one of at most ``UPDATE_SAMPLE`` of
+        them: every k-th run of ``SAMPLE_BLOCK`` neighbours, spread over the whole tensor and
+        cheap to read. Written into ``into`` when it fits."""
+
+    @abstractmethod
+    def update_statistics(self, param, before):
+        """``(|w - before|, |w|)`` over the entries ``weight_sample`` took, ``w`` being
+        ``param`` now; ``before`` (ours) may be overwritten."""
+
+    def _sample_stride(self, numel):
+        """(blocks, stride): view the first ``blocks`` runs and keep every ``stride``-th; None
+        when the whole parameter fits in the sample."""
+        if numel <= self.UPDATE_SAMPLE:
+            return None
+        blocks = numel // self.SAMPLE_BLOCK
+        return blocks, -(-blocks // (self.UPDATE_SAMPLE // self.SAMPLE_BLOCK))
+
+    @abstractmethod
+    def gather(self, results):
+        """The results of the methods above brought to the host in one transfer, in order:
+        a float for each 0-d result, a flat float64 NumPy array for each other."""
+
+    def release_scratch(self):
+        """Free buffers kept for statistics."""
+
+    def graph_buffers_alive(self, tensor):
+        """True while the graph that made ``tensor`` still holds what backward needs (after
+        ``retain_graph=True``, or before any backward); False once backward freed it; None
+        when no saved tensor lies within the first nodes."""
+        stack, visited = [getattr(tensor, "grad_fn", None)], 0
+        while stack and visited < self.GRAPH_NODES_PROBED:
+            node = stack.pop()
+            if node is None:
+                continue
+            visited += 1
+            saved = self._saved_state(node)
+            if saved is not None:
+                return saved
+            stack.extend(self._node_inputs(node))
+        return None
+
+    @abstractmethod
+    def _saved_state(self, node):
+        """Of one graph node: True if it holds saved tensors, False if backward freed them,
+        None if it saved nothing."""
+
+    @abstractmethod
+    def _node_inputs(self, node):
+        """The nodes (or None) that made one graph node's inputs."""

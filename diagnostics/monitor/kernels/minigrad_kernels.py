@@ -1,0 +1,85 @@
+"""The Monitor's statistics on minigrad tensors (NumPy arrays underneath)."""
+import numpy as np
+
+from minigrad.tensor import Tensor
+
+from .base import Kernels
+
+
+class MinigradKernels(Kernels):
+
+    def activation_statistics(self, tensor, *, saturation=None):
+        with np.errstate(over="ignore", invalid="ignore"):   # inf/NaN are what we report
+            return self._activation_statistics(tensor, saturation)
+
+    def _activation_statistics(self, tensor, saturation):
+        x = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)
+        if x.size == 0 or not np.issubdtype(x.dtype, np.floating):
+            return None
+        flat = x.reshape(-1)
+        if x.ndim < 2:
+            unit_max, unit_min = flat.max(keepdims=True), flat.min(keepdims=True)
+        else:
+            axes = (0,) + tuple(range(2, x.ndim))
+            unit_max, unit_min = x.max(axis=axes), x.min(axis=axes)
+        stats = (flat.sum(), np.dot(flat, flat), np.float64(np.count_nonzero(flat)), unit_max,
+                 unit_min)
+        if saturation is None:
+            return stats
+        center, radius = saturation
+        return stats + (np.float64(np.count_nonzero(np.abs(flat - center) > radius)),)
+
+    def prediction_entropy(self, tensor):
+        x = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)
+        if x.size == 0 or x.ndim == 0 or x.shape[-1] < 2 or not np.issubdtype(x.dtype,
+                                                                               np.floating):
+            return None
+        x = x.astype(np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            shifted = x - x.max(axis=-1, keepdims=True)
+            log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+            return np.float64(-(np.exp(log_p) * log_p).sum(axis=-1).mean())
+
+    def gradient_statistics(self, grad, *, per_unit=False):
+        flat = np.asarray(getattr(grad, "data", grad)).reshape(-1)
+        if flat.size == 0:
+            return (np.float64(0),) * 3
+        magnitude = np.abs(flat)
+        rows = np.shape(getattr(grad, "data", grad))
+        with np.errstate(over="ignore", invalid="ignore"):
+            largest = (magnitude.reshape(rows[0], -1).max(axis=1) if per_unit and rows
+                       else magnitude.max())
+            return (np.dot(flat, flat), magnitude.sum(), largest)
+
+    def weight_sample(self, param, *, into=None):
+        entries = self._sampled(param)
+        if into is not None and into.shape == entries.shape and into.dtype == entries.dtype:
+            into[...] = entries
+            return into
+        return entries.copy()
+
+    def update_statistics(self, param, before):
+        now = self._sampled(param)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return (np.linalg.norm(before - now), np.linalg.norm(now))
+
+    def _sampled(self, param):
+        flat = param.data.reshape(-1)
+        plan = self._sample_stride(flat.size)
+        if plan is None:
+            return flat
+        blocks, stride = plan
+        return flat[:blocks * self.SAMPLE_BLOCK].reshape(blocks, self.SAMPLE_BLOCK)[::stride]
+
+    def gather(self, results):
+        arrays = [np.asarray(r.data if isinstance(r, Tensor) else r, dtype=np.float64)
+                  for r in results]
+        return [float(a) if a.ndim == 0 else a.reshape(-1) for a in arrays]
+
+    def _saved_state(self, node):
+        if node.released:
+            return False
+        return True if node.saved_tensors else None
+
+    def _node_inputs(self, node):
+        return [getattr(x, "grad_fn", None) for x in node.inputs]

@@ -1,0 +1,56 @@
+"""The Monitor's signals, one probe per file (the registry is ``PROBES``).
+
+A probe (``base.Probe``) owns the hooks that see its signal, queues its tensors on the one
+gather of a sampled step (``ctx.collector``), keeps what it needs across steps, and fills its
+part of the ``WindowView``, of the history row and of the report. The Monitor only schedules
+sampled steps, runs the gather, runs the checks, keeps findings and feeds the sinks.
+
+========================  ==================================================================
+probe                     signal
+========================  ==================================================================
+``LossProbe``             the loss of every step (history, first NaN, loss levels)
+``LearningRateProbe``     the optimizer's learning rates
+``InputsProbe``           the model input's statistics and the batch size
+``OutputsProbe``          the output's width (classes) and prediction entropy
+``ActivationsProbe``      each layer's output statistics and silent units
+``UpdatesProbe``          |Δw| / |w| of each parameter across the optimizer's step
+``GradientsProbe``        per-parameter gradients, stale ``.grad``, the norm, rows without
+                          gradient
+``ModesProbe``            passes without gradients while modules are in training mode
+``GraphProbe``            loss tensors held with their autograd graph
+========================  ==================================================================
+
+How to add a signal (three files and a registration):
+
+1. ``probes/<signal>.py``: a ``Probe`` subclass that overrides only the moments it needs
+   (``attach`` for hooks on sampled iterations, ``on_forward`` or ``on_step`` for every
+   iteration, ``contribute`` to queue device results on the one gather, ``finish`` to fold a
+   completed sample into its own state, ``columns`` and ``fill_row`` for history columns),
+   and hands its check what it measured from ``view_fields`` as ``{"signals": {name:
+   value}}`` (the check reads ``view.signals[name]``). Append the class to ``PROBES`` below.
+   Device statistics it needs go in ``monitor/kernels/`` (one method per framework), not in
+   the backend protocol.
+2. The check: a pure ``check(view) -> [Finding]`` in ``checks/<family>.py``, listed in that
+   family's ``CHECKS`` (its new finding code gets its line in ``diagnostics/findings.py``'s
+   ``CODES``).
+3. A row for the finding code in docs/findings.md.
+
+tests/diagnostics/test_monitor_probes.py adds a toy signal exactly this way.
+"""
+from .activations import ActivationsProbe
+from .base import Context, Probe
+from .gradients import GradientsProbe
+from .graph import GraphProbe
+from .inputs import InputsProbe
+from .learning_rate import LearningRateProbe
+from .loss import LossProbe
+from .modes import ModesProbe
+from .outputs import OutputsProbe
+from .updates import UpdatesProbe
+
+PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsProbe,
+          UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe)
+
+__all__ = ["PROBES", "Context", "Probe", "ActivationsProbe", "GradientsProbe", "GraphProbe",
+           "InputsProbe", "LearningRateProbe", "LossProbe", "ModesProbe", "OutputsProbe",
+           "UpdatesProbe"]

@@ -1,0 +1,82 @@
+"""``Probe``: one signal of the Monitor, and ``Context``: what the probes of one Monitor share."""
+from dataclasses import dataclass
+
+
+@dataclass
+class Context:
+    """The Monitor's shared state, as its probes see it."""
+
+    backend: object
+    kernels: object        # the framework's statistics (``monitor.kernels``)
+    layout: object         # which layers and parameters are watched
+    collector: object      # the one gather of a sampled step
+    history: object        # the loss of every step and a row per sampled step
+    thresholds: object
+    window: int
+    optimizer: object = None
+    step: int = 0          # the iteration under way
+    sample: object = None  # its ``Sample`` when it is sampled, else None
+
+    def first_tensor(self, output):
+        """``output`` itself when it is a tensor, else the first tensor of a tuple or list."""
+        is_tensor = self.backend.is_tensor
+        if is_tensor(output):
+            return output
+        if isinstance(output, (tuple, list)):
+            return next((o for o in output if is_tensor(o)), None)
+        return None
+
+
+class Probe:
+    """One signal: the hooks that see it, what it adds to a sampled step's one transfer, and
+    its part of the view, the history row and the report. Every method is a no-op here; a
+    probe overrides the moments it cares about, and the Monitor calls ``on_forward`` and
+    ``on_step`` (the per-step hot path) only on probes that override them.
+
+    Order of a sampled iteration: ``begin`` (and ``attach`` when its hooks are not on yet),
+    hooks fire, ``on_step(loss)``, ``contribute`` (queue on ``ctx.collector``), the one
+    transfer, ``finish(sample)``, then ``view_fields`` for the checks and ``fill_row``.
+    """
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def attach(self):
+        """Hooks for sampled iterations: a list of handles with ``remove()``; the Monitor
+        removes them when an iteration that is not sampled begins, and on ``close()``."""
+        return []
+
+    def begin(self):
+        """A sampled iteration begins (``ctx.sample`` is its new ``Sample``)."""
+
+    def on_forward(self, args, kwargs, grad_enabled):
+        """Every call of the model, sampled or not, before it runs."""
+
+    def on_step(self, loss):
+        """``Monitor.step(loss)``, every iteration. True asks for the urgent checks now."""
+        return False
+
+    def contribute(self):
+        """Queue what waits for the host on ``ctx.collector``: called before every transfer."""
+
+    def finish(self, sample):
+        """A sampled step's records are complete (after the transfer)."""
+
+    def columns(self):
+        """History columns this signal adds after the standard ones (``history.columns_for``)."""
+        return ()
+
+    def view_fields(self):
+        """This signal's fields of the ``WindowView`` the checks read; a signal without a
+        field of its own returns ``{"signals": {name: value}}`` (``view.signals[name]``)."""
+        return {}
+
+    def fill_row(self, row, sample, view):
+        """Put this signal's columns of the history row into ``row``."""
+
+    def report_fields(self):
+        """Keyword arguments this signal adds to ``MonitorReport.build``."""
+        return {}
+
+    def close(self):
+        """Drop what the probe holds (the Monitor removes the hooks)."""

@@ -1,0 +1,91 @@
+"""The first gradient each parameter gets in a sampled iteration, what ``.grad`` already held
+then, the norm over all parameters, and which weight rows get no gradient at all."""
+import numpy as np
+
+from ..history import Series, gradient_columns
+from ..records import GradientRecord
+from ..units import UnitActivity
+from .base import Probe
+
+
+class GradientsProbe(Probe):
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        layout = ctx.layout
+        self.norms = Series()
+        self.rows = UnitActivity(min(ctx.window, ctx.thresholds.dead_samples))
+        self._per_unit = set(layout.unit_weights) | set(layout.unit_biases.values())
+        self._columns = [(param, gradient_columns(param)) for param in layout.trainable]
+        self._arrived = set()
+
+    def attach(self):
+        backend = self.ctx.backend
+        return [backend.add_tensor_hook(param.tensor, self._hook(param))
+                for param in self.ctx.layout.trainable]
+
+    def begin(self):
+        self._arrived = set()
+
+    def _hook(self, param):
+        def hook(grad):
+            sample = self.ctx.sample
+            if sample is not None and param.name not in self._arrived:
+                self._arrived.add(param.name)
+                self._receive(sample, param, grad)
+            return None
+        return hook
+
+    def _receive(self, sample, param, grad):
+        """The gradient's statistics, and those of what ``.grad`` already held."""
+        kernels, collector, name, count = self.ctx.kernels, self.ctx.collector, param.name, \
+            param.numel
+
+        def receive_incoming(parts):
+            sample.gradients[name] = GradientRecord.from_parts(count, parts)
+
+        def receive_previous(parts):
+            sample.stale[name] = GradientRecord.from_parts(count, parts)
+
+        collector.add(kernels.gradient_statistics(grad, per_unit=name in self._per_unit),
+                      receive_incoming)
+        previous = param.tensor.grad
+        if previous is not None:
+            collector.add(kernels.gradient_statistics(previous), receive_previous)
+
+    def finish(self, sample):
+        self.norms.append(sample.gradient_norm)
+        self._note_unit_gradients(sample)
+
+    def _note_unit_gradients(self, sample):
+        """Per output unit of each Linear/Conv layer: the largest |gradient| its weight row and
+        bias entry got. A row of zeros alone may mean a zero input, so a layer without a bias
+        counts only when some row got a gradient."""
+        if not sample.gradient_norm > 0:     # a loss of exactly 0 tells nothing
+            return
+        layout = self.ctx.layout
+        for name in layout.unit_weights:
+            weight = sample.gradients.get(name)
+            bias = sample.gradients.get(layout.unit_biases.get(name))
+            if weight is None or weight.row_max is None or not weight.finite:
+                continue
+            if bias is not None and bias.row_max is not None and bias.finite:
+                magnitude = np.maximum(weight.row_max, bias.row_max)
+            elif weight.abs_max > 0:
+                magnitude = weight.row_max
+            else:
+                continue
+            self.rows.add_magnitude(name, magnitude, sample.batch or 0)
+
+    def view_fields(self):
+        return {"gradient_norms": self.norms.values, "gradient_rows": self.rows}
+
+    def fill_row(self, row, sample, view):
+        row["gradient_norm"] = sample.gradient_norm
+        for param, columns in self._columns:
+            grad = sample.gradients.get(param.name)
+            if grad is not None:
+                row.update(zip(columns, (grad.norm, grad.abs_mean, grad.abs_max)))
+
+    def close(self):
+        self._arrived = set()

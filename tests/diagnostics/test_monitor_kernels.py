@@ -1,0 +1,77 @@
+"""The Monitor's statistics kernels on both frameworks agree with NumPy."""
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import minigrad
+from diagnostics.backends import get_backend
+from diagnostics.monitor.kernels import kernels_for
+
+
+def _torch_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+
+
+def _minigrad_model():
+    minigrad.manual_seed(0)
+    return minigrad.nn.Sequential(minigrad.nn.Linear(3, 4), minigrad.nn.ReLU(),
+                                  minigrad.nn.Linear(4, 2))
+
+
+MODELS = {"torch": _torch_model, "minigrad": _minigrad_model}
+
+
+@pytest.fixture(params=sorted(MODELS))
+def backend(request):
+    """The kernels of one framework (``from_numpy`` is the backend's)."""
+    return _kernels(MODELS[request.param]())
+
+
+def _kernels(model):
+    kernels = kernels_for(get_backend(model))
+    kernels.from_numpy = kernels.backend.from_numpy
+    return kernels
+
+
+@pytest.mark.parametrize("scale", [0.0, 1.0, 300.0])
+def test_prediction_entropy_is_the_mean_softmax_entropy(backend, scale):
+    logits = (scale * np.random.default_rng(2).standard_normal((6, 5))).astype(np.float32)
+    p = torch.softmax(torch.tensor(logits, dtype=torch.float64), dim=-1)
+    expected = float(-(p * torch.log(p.clamp_min(1e-300))).sum(-1).mean())
+    result = backend.gather([backend.prediction_entropy(backend.from_numpy(logits))])[0]
+    assert result == pytest.approx(expected, rel=1e-5, abs=1e-6)
+    if scale == 0.0:
+        assert result == pytest.approx(np.log(5))
+
+
+def test_prediction_entropy_needs_floating_scores_of_two_columns(backend):
+    assert backend.prediction_entropy(backend.from_numpy(np.ones((4, 1), np.float32))) is None
+    assert backend.prediction_entropy(backend.from_numpy(np.zeros((0, 3), np.float32))) is None
+    assert backend.prediction_entropy(backend.from_numpy(np.ones((4, 3), np.int64))) is None
+
+
+@given(shape=st.lists(st.integers(1, 6), min_size=0, max_size=4), per_unit=st.booleans(),
+       seed=st.integers(0, 2**16))
+@settings(max_examples=40)
+def test_activation_and_gradient_statistics_match_numpy(shape, per_unit, seed):
+    values = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    values[values < -0.5] = 0.0                       # some exact zeros to count
+    for name in sorted(MODELS):
+        backend = _kernels(MODELS[name]())
+        tensor = backend.from_numpy(values)
+        squares, abs_total, largest = backend.gather(
+            list(backend.gradient_statistics(tensor, per_unit=per_unit)))
+        flat = values.astype(np.float64).reshape(-1)
+        assert squares == pytest.approx(flat @ flat, rel=1e-5)
+        assert abs_total == pytest.approx(np.abs(flat).sum(), rel=1e-5)
+        if per_unit and values.ndim >= 1:
+            expected = np.abs(values).reshape(shape[0], -1).max(axis=1)
+            np.testing.assert_allclose(largest, expected, rtol=1e-6)
+        else:
+            assert largest == pytest.approx(np.abs(flat).max())
+        if values.ndim >= 1:
+            stats = backend.gather(list(backend.activation_statistics(tensor)))
+            assert stats[2] == np.count_nonzero(values), name     # nonzero count

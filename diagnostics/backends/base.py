@@ -104,6 +104,10 @@ class Backend(ABC):
         """A context manager that turns off graph recording."""
 
     @abstractmethod
+    def enable_grad(self):
+        """A context manager that turns graph recording on (inside a ``no_grad`` block too)."""
+
+    @abstractmethod
     def grad_enabled(self):
         """True when the framework records a graph now."""
 
@@ -204,6 +208,10 @@ class Backend(ABC):
                 return saved
             stack.extend(self._node_inputs(node))
         return None
+
+    def node_inputs(self, node):
+        """The graph nodes (or None) that made one graph node's inputs (``grad_fn`` nodes)."""
+        return self._node_inputs(node)
 
     @abstractmethod
     def _saved_state(self, node):

@@ -37,6 +37,9 @@ class MinigradBackend(Backend):
     def no_grad(self):
         return minigrad.no_grad()
 
+    def enable_grad(self):
+        return minigrad.enable_grad()
+
     def grad_enabled(self):
         return minigrad.is_grad_enabled()
 

@@ -58,6 +58,9 @@ class TorchBackend(Backend):
     def no_grad(self):
         return self.torch.no_grad()
 
+    def enable_grad(self):
+        return self.torch.enable_grad()
+
     def grad_enabled(self):
         return self.torch.is_grad_enabled()
 

@@ -54,6 +54,7 @@ class Instrument:
         self.values = {}        # point key -> value in the recording pass (ndarray)
         self.captured = None    # the value kept by a capturing pass
         self._handles = []
+        self._nodes = {}        # point key -> the graph node of its identity (recording pass)
         self._mode = None
         self._target = self._delta = self._capture = None
         self._counts, self._stack = {}, []
@@ -70,6 +71,11 @@ class Instrument:
         self._handles = []
         return False
 
+    @property
+    def current_module(self):
+        """The name of the innermost module call running now (None outside the model)."""
+        return self._stack[-1][0] if self._stack else None
+
     # ---------------------------------------------------------------- passes
     def start_pass(self, *, record=False, target=None, delta=None, capture=None):
         """Set what the next forward pass does: record points, perturb ``target``, or keep
@@ -80,6 +86,7 @@ class Instrument:
         self.captured = None
         if record:
             self.points, self.gradients, self.values = [], {}, {}
+            self._nodes = {}
 
     def finish_recording(self):
         """Give each point its module's call count and its call's tensor count."""
@@ -154,7 +161,24 @@ class Instrument:
             self.gradients[key] = array if previous is None else previous + array
 
         twin.register_hook(store)
+        self._nodes[key] = twin
         return twin
+
+    def upstream(self, key):
+        """The keys of the points the recorded point ``key`` was computed from, itself
+        included: a walk of the graph from its identity node back to the inputs."""
+        owner = {id(twin.grad_fn): k for k, twin in self._nodes.items()}
+        start = self._nodes.get(key)
+        stack, seen, found = [None if start is None else start.grad_fn], set(), set()
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            if id(node) in owner:
+                found.add(owner[id(node)])
+            stack.extend(self.backend.node_inputs(node))
+        return found
 
 
 def _tensor_items(values):

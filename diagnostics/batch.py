@@ -95,6 +95,13 @@ class Batch:
 
     # ------------------------------------------------------------- shape
     @property
+    def inputs(self):
+        """The inputs in the user's form: a dict of keyword inputs, one tensor, or a tuple."""
+        if self.kwargs:
+            return dict(self.kwargs)
+        return self.args[0] if len(self.args) == 1 else self.args
+
+    @property
     def tensors(self):
         return [v for v in self.args + tuple(self.kwargs.values())
                 if self.backend.is_tensor(v)]

@@ -8,7 +8,11 @@ the gradient that flows back through this module only; for an output, the gradie
 of the network sends it. In later passes they add a perturbation to one point, or keep a copy
 of one point's value. Calls are counted per pass, so a module called twice has two points.
 """
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from .. import outputs
 
 INPUT, OUTPUT = "input", "output"
 
@@ -182,9 +186,23 @@ class Instrument:
 
 
 def _tensor_items(values):
-    """``(items, rebuild)`` for a tensor or a flat tuple/list holding tensors, else ``(None,
-    None)``. ``items`` are ``(index, value)`` pairs; ``rebuild`` makes a value of the same kind
-    from the new values."""
+    """``(items, rebuild)`` for a tensor, a flat tuple/list holding tensors, or a dict,
+    dataclass or namedtuple output (``diagnostics.outputs``), else ``(None, None)``. ``items``
+    are ``(index, value)`` pairs; ``rebuild`` makes a value of the same kind from the new
+    values."""
+    if isinstance(values, Mapping) or hasattr(values, "_fields") or (
+            dataclasses.is_dataclass(values) and not isinstance(values, type)):
+        pairs = outputs.entries(values)
+        if not any(_is_tensor(v) for _, v in pairs):
+            return None, None
+
+        def rebuild(new):
+            result = values
+            for (key, old), value in zip(pairs, new):
+                if value is not old:
+                    result = outputs.replace(result, key, value)
+            return result
+        return [(index, value) for index, (_, value) in enumerate(pairs)], rebuild
     if isinstance(values, (tuple, list)) and type(values) in (tuple, list):
         kind = type(values)
         if not any(_is_tensor(v) for v in values):

@@ -445,3 +445,26 @@ def test_numpy_integers_are_integers_everywhere():
     assert result.max_steps == 5
     with pytest.raises(DiagnosticsError, match="probes: expected an int >= 1"):
         Settings(probes=np.int64(0))
+
+
+class _SumNotMeanCrossEntropy(torch.autograd.Function):
+    """Cross-entropy whose backward forgets the 1/N of the mean."""
+
+    @staticmethod
+    def forward(ctx, logits, labels):
+        ctx.save_for_backward(logits, labels)
+        return TF.cross_entropy(logits, labels)
+
+    @staticmethod
+    def backward(ctx, grad):
+        logits, labels = ctx.saved_tensors
+        probabilities = torch.softmax(logits, dim=1)
+        probabilities[torch.arange(len(labels)), labels] -= 1
+        return grad * probabilities, None
+
+
+def test_a_wrong_loss_backward_is_blamed_on_the_loss_for_a_dict_output():
+    model, _, x, y = _structured("dict")
+    report = check_gradients(
+        model, lambda out, t: _SumNotMeanCrossEntropy.apply(out["logits"], t), x[:5], y[:5])
+    assert not report.passed and report.culprits == ["loss"]   # was "" (the whole model)

@@ -167,14 +167,19 @@ def _run_item(run, item):
     try:
         return item.check(run)
     except Exception as error:  # the user's model, loss, backward or train_step: quote it
-        return CheckItem(item.name, FAIL, f"{_who(item)} raised {type(error).__name__}: "
+        return CheckItem(item.name, FAIL, f"{_who(run, item)} raised {type(error).__name__}: "
                                           f"{_first_line_of(error)}")
     finally:
         run.restore()
 
 
-def _who(item):
-    return {"forward": "forward", "loss at init": "loss_fn"}.get(item.name, "the step")
+def _who(run, item):
+    """Whose code raised, in the words of the item."""
+    if item.name in ("forward", "loss at init"):
+        return {"forward": "forward", "loss at init": "loss_fn"}[item.name]
+    if run.train_step is not None and item.name != "gradient check":
+        return "train_step"
+    return "the model's forward or backward, or loss_fn,"
 
 
 def _first_line_of(error):

@@ -39,7 +39,12 @@ class Evaluator:
         try:
             output, loss = self._run(checked=True)
             self.backward_passes += 1
-            self.backend.backward(loss)
+            try:
+                self.backend.backward(loss)
+            except Exception as error:
+                raise DiagnosticsError(
+                    f"model: expected a backward pass that runs; loss.backward() raised "
+                    f"{type(error).__name__}: {error}") from error
         finally:
             self.instrument.finish_recording()
         gradients = {}

@@ -109,11 +109,12 @@ def preflight(model, loss_fn, inputs, targets, *, optimizer=None, train_step=Non
     backend, batch = T.checked_batch(model, loss_fn, inputs, targets, optimizer=optimizer,
                                      train_step=train_step, output=output, check_foreign=False)
     run = _Run(backend, batch, optimizer=optimizer, train_step=train_step)
-    with backend.preserved(optimizer):
-        run.state = backend.snapshot()
-        run.optimizer_state = (None if optimizer is None
-                               else backend.optimizer_snapshot(optimizer))
+    run.state = backend.snapshot()     # the one snapshot: restored after each item
+    run.optimizer_state = None if optimizer is None else backend.optimizer_snapshot(optimizer)
+    try:
         items = [_run_item(run, item) for item in ITEMS]
+    finally:
+        run.restore()
     size = sum(int(np.prod(tuple(p.shape))) for _, p in backend.named_parameters())
     return PreflightReport(items=items, model=f"{backend.name} {type(model).__name__}, "
                                               f"{size:,} parameters")
@@ -507,8 +508,9 @@ def _gradient_check(run):
         batch = Batch.prepare(run.backend, run.batch.loss_fn, part.inputs, part.targets,
                               output=part.selector, float64=True, targets_required=False)
         report = run_check(run.backend, batch, GradientSettings())
-    except DiagnosticsError as error:
-        return CheckItem("gradient check", SKIP, f"not checked: {error}")
+    except DiagnosticsError as error:   # raised by the user's code (its cause) fails the item
+        status = FAIL if error.__cause__ is not None else SKIP
+        return CheckItem("gradient check", status, f"not checked: {error}")
     return CheckItem("gradient check", PASS if report.passed else FAIL,
                      f"{gradient_headline(report)} (first {rows} rows)", list(report.findings))
 

@@ -231,7 +231,8 @@ def test_preflight_reports_a_raising_backward_as_failed_items():
         item = report.item(name)
         assert item.status == "FAIL" and "RuntimeError: backward exploded" in item.summary
     assert _statuses(report)["activations"] == "SKIP"
-    assert report.item("gradient check").status in ("FAIL", "SKIP")
+    assert report.item("gradient check").status == "FAIL"
+    assert "backward exploded" in report.item("gradient check").summary
     assert_same(before, capture(model))
 
 
@@ -468,3 +469,11 @@ def test_a_wrong_loss_backward_is_blamed_on_the_loss_for_a_dict_output():
     report = check_gradients(
         model, lambda out, t: _SumNotMeanCrossEntropy.apply(out["logits"], t), x[:5], y[:5])
     assert not report.passed and report.culprits == ["loss"]   # was "" (the whole model)
+
+
+def test_check_gradients_quotes_a_raising_backward():
+    torch.manual_seed(0)
+    x, y = classification_data(rows=4)
+    with pytest.raises(DiagnosticsError, match="loss.backward.. raised RuntimeError: backward "
+                                               "exploded"):
+        check_gradients(_BrokenNet(), torch.nn.CrossEntropyLoss(), x, y)

@@ -59,7 +59,7 @@ def test_class_axis_recognises_both_layouts(batch, middle, classes):
     middle = tuple(middle)
     assert class_axis((batch, classes) + middle, (batch,) + middle) == 1
     # the sequence layout (B, ..., C): axis -1, unless the shape also reads as (B, C, ...)
-    also_first = middle[1:] + (classes,) == middle
+    also_first = (middle + (classes,))[1:] == middle
     assert class_axis((batch,) + middle + (classes,), (batch,) + middle) == (
         1 if also_first else -1)
     assert class_axis((batch, classes) + middle, (batch, classes) + middle) is None

@@ -82,7 +82,7 @@ class Batch:
         """Where the logits are in ``output`` (see ``diagnostics.outputs``); a LookupError
         when there are none."""
         def reads():
-            with _grad_enabled(backend):
+            with backend.enable_grad():   # rule 4 needs a backward, even under no_grad
                 return outputs.loss_reads(backend, self.loss_fn, output, self.targets)
         return outputs.select_key(backend, output, selector=self.selector, reads=reads)
 
@@ -192,7 +192,3 @@ def _own_loss(backend, loss_fn):
             f"a {loss_backend.name} module")
     return loss_backend.clone(dtype=np.float64).model
 
-
-def _grad_enabled(backend):
-    """Graph recording on for the block, whatever the caller had (a probe needs a backward)."""
-    return backend.enable_grad()

@@ -37,8 +37,14 @@ class MinigradBackend(Backend):
     def no_grad(self):
         return minigrad.no_grad()
 
+    def enable_grad(self):
+        return minigrad.enable_grad()
+
     def grad_enabled(self):
         return minigrad.is_grad_enabled()
+
+    def node_inputs(self, node):
+        return [getattr(x, "grad_fn", None) for x in node.inputs]
 
     def scalar(self, tensor):
         data = tensor.data if isinstance(tensor, Tensor) else tensor

@@ -57,8 +57,14 @@ class TorchBackend(Backend):
     def no_grad(self):
         return self.torch.no_grad()
 
+    def enable_grad(self):
+        return self.torch.enable_grad()
+
     def grad_enabled(self):
         return self.torch.is_grad_enabled()
+
+    def node_inputs(self, node):
+        return [child for child, _ in node.next_functions]
 
     def scalar(self, tensor):
         if not self.is_tensor(tensor):

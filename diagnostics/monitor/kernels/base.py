@@ -76,14 +76,10 @@ class Kernels(ABC):
             saved = self._saved_state(node)
             if saved is not None:
                 return saved
-            stack.extend(self._node_inputs(node))
+            stack.extend(self.backend.node_inputs(node))
         return None
 
     @abstractmethod
     def _saved_state(self, node):
         """Of one graph node: True if it holds saved tensors, False if backward freed them,
         None if it saved nothing."""
-
-    @abstractmethod
-    def _node_inputs(self, node):
-        """The nodes (or None) that made one graph node's inputs."""

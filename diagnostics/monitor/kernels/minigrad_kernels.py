@@ -81,5 +81,3 @@ class MinigradKernels(Kernels):
             return False
         return True if node.saved_tensors else None
 
-    def _node_inputs(self, node):
-        return [getattr(x, "grad_fn", None) for x in node.inputs]

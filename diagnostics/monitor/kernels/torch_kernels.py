@@ -115,9 +115,6 @@ class TorchKernels(Kernels):
                 return True
         return None
 
-    def _node_inputs(self, node):
-        return [child for child, _ in node.next_functions]
-
     def _reducible(self, tensor):
         """float32 for half types, whose sums overflow and which CPU ``dot`` lacks."""
         halves = (self.torch.float16, self.torch.bfloat16)

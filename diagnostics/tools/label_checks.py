@@ -86,17 +86,19 @@ def check_batch_label_order(batches):
     share = counts / counts.sum()
     single = [i for i, batch in enumerate(labels) if np.unique(batch).size == 1]
     chance = math.prod(float(np.sum(share ** batch.size)) for batch in labels)
-    one_class_chance = math.prod(float(np.sum(share ** labels[i].size)) for i in single)
     steps = np.diff(pooled)
     monotone = bool((steps >= 0).all() or (steps <= 0).all())
+    # the chance that shuffled labels come out in class order: 2 * prod(count!) / total!
+    sorted_chance = math.exp(min(0.0, math.log(2) + sum(math.lgamma(c + 1) for c in counts)
+                                 - math.lgamma(pooled.size + 1)))
     evidence = {"batches": len(labels), "single_class_batches": len(single),
                 "classes_seen": int(classes.size), "monotone": monotone,
-                "chance_if_shuffled": one_class_chance}
+                "chance_if_shuffled": min(chance, sorted_chance) if monotone else chance}
     if len(single) == len(labels) and chance < SORTED_CHANCE:
         what = f"each of the {len(labels)} batches holds a single class"
-    elif monotone and len(single) >= len(labels) // 2 and one_class_chance < SORTED_CHANCE:
-        what = (f"labels never decrease across {len(labels)} batches and {len(single)} "
-                f"batches hold a single class")
+    elif monotone and sorted_chance < SORTED_CHANCE:
+        what = (f"labels never decrease across {len(labels)} batches "
+                f"({len(single)} of them hold a single class)")
     else:
         return []
     return [Finding(

@@ -193,7 +193,8 @@ ENTRIES = (
                      "it (seq, batch, features), so it runs along the batch",
           buggy=lambda: _crnn(True), fixed=lambda: _crnn(False),
           tool="batch_independence", codes=("BATCH_MIXING",),
-          expected="BATCH_MIXING at 'rnn' (check_batch_independence)", status="diagnosed"),
+          expected="BATCH_MIXING (check_batch_independence; no module named: the LSTM's "
+                   "input is not batch-first, so the mixing is located only to the model)", status="diagnosed"),
     Entry(name="attention_without_batch_first",
           source="aipixel/AEMatter#3; om-ai-lab/OmDet#19",
           category="model definition",
@@ -227,8 +228,8 @@ ENTRIES = (
           buggy=lambda: _python_list(False), fixed=lambda: _python_list(True),
           tool="monitor", codes=(),
           expected="none yet: parameters used in forward but not registered in the model",
-          status="missed: the Monitor only sees registered parameters; the loss still falls "
-                 "through the head"),
+          status="missed: the Monitor only sees registered parameters (the head), and "
+                 "nothing is raised"),
     Entry(name="view_instead_of_permute_features",
           source="fawazsammani/knowing-when-to-look-adaptive-attention#6",
           category="model definition",

@@ -67,7 +67,8 @@ ENTRIES = (
           buggy=lambda: _scheduler(True), fixed=lambda: _scheduler(False),
           tool="monitor", codes=(),
           expected="none yet: a learning-rate schedule that collapses within an epoch (Monitor)",
-          status="missed: the loss falls early, then the learning rate is ~0"),
+          status="missed: the learning rate halves every 2 batches (0.05 to 5e-8 by step 40) "
+                 "and nothing is raised"),
     Entry(name="optimizer_on_first_model_instance",
           source="spro/practical-pytorch#9",
           category="optimizer and scheduler",

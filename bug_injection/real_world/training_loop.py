@@ -113,7 +113,8 @@ ENTRIES = (
           buggy=lambda: _accumulation(True), fixed=lambda: _accumulation(False),
           tool="monitor", codes=(),
           expected="none yet: a check that accumulated gradients cover every micro-batch",
-          status="missed: each step still has a healthy gradient, from a quarter of the batch"),
+          status="missed: each step uses only the last of 4 micro-batches and nothing is "
+                 "raised"),
     Entry(name="train_mode_not_restored_after_validation",
           source="fartashf/vsepp#4",
           category="training loop",

@@ -55,7 +55,9 @@ def check_label_range(targets, *, num_classes):
         start = " (labels start at 1)" if low == 1 else ""
         return [Finding(
             "LABEL_RANGE", "warning", "data",
-            f"output units {_values(np.array(missing))} are never a target: labels run "
+            f"{'output unit' if len(missing) == 1 else 'output units'} "
+            f"{_values(np.array(missing))} {'is' if len(missing) == 1 else 'are'} never a "
+            f"target: labels run "
             f"{low}..{high}{start} while the model has {num_classes} outputs; with "
             f"{labels.size} rows each unit would be a target about {expected:.0f} times",
             "shift the labels to start at 0 (y - 1) and give the output exactly as many "

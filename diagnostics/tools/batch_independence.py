@@ -8,7 +8,8 @@ at the gradient on the other examples' inputs, which must be exactly zero. For a
 user declares causal it also checks that the output at position t has no gradient on input
 positions after t (a missing or wrong attention mask).
 
-It runs on a float64 deep copy in eval mode: batch norm in train mode mixes examples by
+It runs on a float64 deep copy in eval mode (in the model's own dtype if its forward fails in
+float64; a missing dependence gives an exact zero in any precision): batch norm in train mode mixes examples by
 design, in eval mode it does not, so a healthy batch-norm model stays quiet. Token-id inputs
 have no gradient; for them the gradient is read on the output of every embedding layer.
 The module where the mixing happens is named: the innermost module whose input gradient
@@ -48,18 +49,26 @@ def check_batch_independence(model, inputs, *, causal=False, output=None, seed=0
             "(batch, positions, ...) for a causal check", f"shape {tuple(inputs.shape)}")
     require(not inputs.dtype.is_complex, "inputs", "floats or integer token ids",
             str(inputs.dtype))
-    twin = backend.clone(dtype=np.float64)
-    twin.model.eval()
-    x = inputs.detach().clone()
-    if x.dtype.is_floating_point:
-        x = x.to(dtype=torch.float64).requires_grad_(True)
-    probe = _Probe(torch, twin, x)
-    with torch.random.fork_rng(devices=[]), probe:
-        result = probe.output(output)
-        rng = np.random.default_rng(seed)
-        findings = _batch_findings(probe, result, rng)
-        if causal and not findings:
-            findings = _causal_findings(probe, result, rng, inputs.shape[1])
+    findings = None
+    for dtype in (np.float64, None):   # float64 first; the model's own dtype if that fails
+        twin = backend.clone(dtype=dtype)
+        twin.model.eval()
+        x = inputs.detach().clone()
+        if x.dtype.is_floating_point:
+            x = x.to(dtype=torch.float64 if dtype else inputs.dtype).requires_grad_(True)
+        probe = _Probe(torch, twin, x)
+        with torch.random.fork_rng(devices=[]), probe:
+            try:
+                result = probe.output(output)
+            except DiagnosticsError:
+                if dtype is None:
+                    raise
+                continue
+            rng = np.random.default_rng(seed)
+            findings = _batch_findings(probe, result, rng)
+            if causal and not findings:
+                findings = _causal_findings(probe, result, rng, inputs.shape[1])
+        break
     return findings
 
 
@@ -115,7 +124,7 @@ class _Probe:
         try:
             result = self.twin.forward(self.x)
         except Exception as error:  # the user's forward: report it, do not crash inside
-            raise DiagnosticsError(f"model: the forward pass on a float64 copy raised "
+            raise DiagnosticsError(f"model: the forward pass on a copy of the model raised "
                                    f"{type(error).__name__}: {error}") from error
         return _pick(self.torch, result, pick)
 

@@ -2,6 +2,8 @@
 healthy models (batch norm, dropout, a causal transformer); the model is left as it was."""
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -130,3 +132,48 @@ def test_an_exception_in_the_users_forward_is_quoted():
 
     with pytest.raises(DiagnosticsError, match="shape mismatch in my layer"):
         check_batch_independence(Broken(), torch.randn(3, 2))
+
+
+def test_a_forward_that_only_works_in_float32_is_checked_in_float32():
+    class Float32Only(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.dim = dim
+            self.fc = nn.Linear(6, 3)
+
+        def forward(self, x):
+            h = self.fc(x) @ torch.eye(3)              # a float32 constant made in forward
+            return torch.softmax(h, dim=self.dim)
+
+    x = torch.randn(4, 6)
+    assert check_batch_independence(Float32Only(1), x) == []
+    assert [f.code for f in check_batch_independence(Float32Only(0), x)] == ["BATCH_MIXING"]
+
+
+@given(rows=st.integers(2, 9), width=st.integers(1, 12), norm=st.sampled_from(
+    ["batch", "layer", "none"]), seed=st.integers(0, 1000))
+def test_healthy_per_example_models_are_never_flagged(rows, width, norm, seed):
+    torch.manual_seed(seed)
+    layers = [nn.Linear(5, width)]
+    layers += {"batch": [nn.BatchNorm1d(width)], "layer": [nn.LayerNorm(width)],
+               "none": []}[norm]
+    layers += [nn.GELU(), nn.Dropout(0.3), nn.Linear(width, 3)]
+    model = nn.Sequential(*layers)
+    assert check_batch_independence(model, torch.randn(rows, 5)) == []
+
+
+@given(rows=st.integers(2, 9), seed=st.integers(0, 1000))
+def test_normalising_over_the_batch_is_always_flagged(rows, seed):
+    torch.manual_seed(seed)
+
+    class BatchStandardise(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(5, 3)
+
+        def forward(self, x):
+            h = self.fc(x)
+            return (h - h.mean(0)) / (h.std(0, unbiased=False) + 1e-3)
+
+    findings = check_batch_independence(BatchStandardise(), torch.randn(rows, 5))
+    assert [f.code for f in findings] == ["BATCH_MIXING"]

@@ -102,6 +102,46 @@ def _causal_lm(masked):
     return Case(model=TinyLM(), inputs=ids, causal=True)
 
 
+def _weak_mask(masked_value):
+    torch = torch_module()
+    nn = torch.nn
+
+    class SelfAttention(nn.Module):
+        """GPT-2 style: masked scores are replaced by ``masked_value``."""
+
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Linear(8, 8, bias=False)
+            self.k = nn.Linear(8, 8, bias=False)
+            self.v = nn.Linear(8, 8, bias=False)
+
+        def forward(self, h):                       # h: (batch, positions, 8)
+            steps = h.shape[1]
+            scores = self.q(h) @ self.k(h).transpose(1, 2) / 8 ** 0.5
+            visible = torch.ones(steps, steps, dtype=torch.bool).tril()
+            scores = scores.masked_fill(~visible, masked_value)
+            return torch.softmax(scores, dim=-1) @ self.v(h)
+
+    class TinyGPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tokens = nn.Embedding(16, 8)
+            self.attn = SelfAttention()
+            self.head = nn.Linear(8, 16)
+
+        def forward(self, ids):
+            h = torch.relu(self.tokens(ids)) + 0.1  # positive features
+            return self.head(self.attn(h))
+
+    torch.manual_seed(0)
+    model = TinyGPT()
+    with torch.no_grad():  # the weights a run reached: every visible score far below -1e4
+        model.attn.q.weight.copy_(model.attn.q.weight.abs() * 300)
+        model.attn.k.weight.copy_(-model.attn.q.weight)
+    ids = torch.from_numpy(np.random.default_rng(27).integers(0, 16, (3, 8)))
+    return Case(model=model, inputs=ids, causal=True)
+
+
 def _python_list(registered):
     torch = torch_module()
     nn = torch.nn
@@ -219,6 +259,16 @@ ENTRIES = (
           buggy=lambda: _causal_lm(False), fixed=lambda: _causal_lm(True),
           tool="batch_independence", codes=("CAUSALITY_LEAK",),
           expected="CAUSALITY_LEAK (check_batch_independence, causal=True)",
+          status="diagnosed"),
+    Entry(name="causal_mask_value_too_weak",
+          source="karpathy/minGPT#75; huggingface/transformers#17121",
+          category="model definition",
+          root_cause="the causal mask sets future scores to -1e4 instead of -inf; training drove "
+                     "the real scores below -1e4, so attention goes to the future tokens and "
+                     "training loss is near zero while generation fails",
+          buggy=lambda: _weak_mask(-1e4), fixed=lambda: _weak_mask(float("-inf")),
+          tool="batch_independence", codes=("CAUSALITY_LEAK",),
+          expected="CAUSALITY_LEAK at 'attn' (check_batch_independence, causal=True)",
           status="diagnosed"),
     Entry(name="layers_in_python_list",
           source="https://www.engineermaxxing.com/micro/lessons/pytorch-internals.html",

@@ -61,6 +61,31 @@ def _accumulation(bug, micro=4):
     return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
 
 
+def _epoch_start_zero_grad(bug, micro=4, per_epoch=10):
+    torch = torch_module()
+    model = mlp(outputs=4)
+    x, y = tensors(*blobs(rows=per_epoch * 4, seed=28))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def train(after_step):
+        seen = last_step = 0
+        for _ in range(4):                        # epochs
+            if bug:
+                opt.zero_grad()                   # also here: drops the unfinished window
+            for i in range(per_epoch):
+                start = i * 4
+                loss = loss_fn(model(x[start:start + 4]), y[start:start + 4]) / micro
+                loss.backward()
+                seen += 1
+                if seen - last_step >= micro:
+                    opt.step()
+                    opt.zero_grad()
+                    last_step = seen
+                    after_step(loss * micro)
+    return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
+
+
 def _validation_mode(bug):
     torch = torch_module()
     model = mlp(outputs=4, dropout=0.5)
@@ -115,6 +140,16 @@ ENTRIES = (
           expected="none yet: a check that accumulated gradients cover every micro-batch",
           status="missed: each step uses only the last of 4 micro-batches and nothing is "
                  "raised"),
+    Entry(name="epoch_start_zero_grad_drops_accumulation",
+          source="ultralytics/ultralytics#11217",
+          category="training loop",
+          root_cause="zero_grad is called at the start of every epoch as well as after each "
+                     "optimizer step, so with gradient accumulation the batches at the end of "
+                     "an epoch that did not fill a window are thrown away",
+          buggy=lambda: _epoch_start_zero_grad(True), fixed=lambda: _epoch_start_zero_grad(False),
+          tool="monitor", codes=(),
+          expected="none yet: a check that accumulated gradients cover every micro-batch",
+          status="missed: the dropped micro-batches leave no trace in the steps taken"),
     Entry(name="train_mode_not_restored_after_validation",
           source="fartashf/vsepp#4",
           category="training loop",

@@ -12,16 +12,19 @@ It runs on a float64 deep copy in eval mode (in the model's own dtype if its for
 float64; a missing dependence gives an exact zero in any precision): batch norm in train mode mixes examples by
 design, in eval mode it does not, so a healthy batch-norm model stays quiet. Token-id inputs
 have no gradient; for them the gradient is read on the output of every embedding layer.
-The module where the mixing happens is named: the innermost module whose input gradient
-leaks into other rows (positions) while its output gradient does not (with several mixing
-layers, the one nearest the output).
+The module where the mixing happens is named: the innermost module whose own contribution
+to its input gradient (what its backward hook sees) leaks into other rows (positions) while
+its output gradient does not (with several mixing layers, the one nearest the output).
 """
+import warnings
+
 import numpy as np
 
 from ..backends import get_backend
 from ..errors import DiagnosticsError, require
 from ..findings import Finding
 
+_HOOK_WARNINGS = ("Full backward hook is firing", "For backward hooks to be called")
 LEAK = 1e-9          # a gradient share above this (relative to the largest) is a dependence
 ROWS = 2             # examples backpropagated from (first and last)
 POSITIONS = 3        # positions checked in a causal model (first, middle, one before last)
@@ -50,44 +53,56 @@ def check_batch_independence(model, inputs, *, causal=False, output=None, seed=0
     require(not inputs.dtype.is_complex, "inputs", "floats or integer token ids",
             str(inputs.dtype))
     findings = None
-    for dtype in (np.float64, None):   # float64 first; the model's own dtype if that fails
+    attempts = ((np.float64, True), (np.float64, False), (None, False))
+    for number, (dtype, localize) in enumerate(attempts):
+        # float64 first; without backward hooks if they break the forward (in-place ops on
+        # a hooked output); in the model's own dtype if float64 fails
         twin = backend.clone(dtype=dtype)
         twin.model.eval()
         x = inputs.detach().clone()
         if x.dtype.is_floating_point:
             x = x.to(dtype=torch.float64 if dtype else inputs.dtype).requires_grad_(True)
-        probe = _Probe(torch, twin, x)
-        with torch.random.fork_rng(devices=[]), probe:
+        probe = _Probe(torch, twin, x, localize=localize)
+        with torch.random.fork_rng(devices=[]), probe, warnings.catch_warnings():
+            for text in _HOOK_WARNINGS:   # torch's notes about our own hooks, not the user's
+                warnings.filterwarnings("ignore", message=text)
             try:
                 result = probe.output(output)
+                rng = np.random.default_rng(seed)
+                findings = _batch_findings(probe, result, rng)
+                if causal and not findings:
+                    findings = _causal_findings(probe, result, rng, inputs.shape[1])
             except DiagnosticsError:
-                if dtype is None:
+                if number == len(attempts) - 1:
                     raise
                 continue
-            rng = np.random.default_rng(seed)
-            findings = _batch_findings(probe, result, rng)
-            if causal and not findings:
-                findings = _causal_findings(probe, result, rng, inputs.shape[1])
+            except RuntimeError as error:  # the backward through the user's model
+                if number == len(attempts) - 1:
+                    raise DiagnosticsError(f"model: the backward pass on a copy of the model "
+                                           f"raised RuntimeError: {error}") from error
+                continue
         break
     return findings
 
 
 class _Probe:
-    """The copy, its input gradient source, and hooks on every module that keep the gradient
-    of its first input and its output (only tensors with the batch on their first axis)."""
+    """The copy, its input-gradient source, and a backward hook on every module that keeps
+    the gradient of its output and the part of its input gradient that flows through it."""
 
-    def __init__(self, torch, twin, x):
+    def __init__(self, torch, twin, x, *, localize=True):
         self.torch, self.twin, self.x = torch, twin, x
         self.rows = x.shape[0]
-        self.seen = {}          # module name -> (input tensor or None, output tensor)
-        self.order = []
-        self.sources = []       # tensors whose gradient stands for the input's
+        self.localize = localize
+        self.order = [name for name, _ in twin.model.named_modules()]
+        self.grads = {}         # module name -> (input grads through it, output grads)
+        self.sources = []       # the embedding output that stands for token inputs
         self._handles = []
 
     def __enter__(self):
         embedding = self.torch.nn.Embedding
         for name, module in self.twin.model.named_modules():
-            self._handles.append(module.register_forward_hook(self._recorder(name)))
+            if self.localize and not getattr(module, "inplace", False):
+                self._handles.append(module.register_full_backward_hook(self._recorder(name)))
             if isinstance(module, embedding) and not self.x.is_floating_point():
                 self._handles.append(module.register_forward_hook(self._source))
         return self
@@ -98,13 +113,9 @@ class _Probe:
         self._handles.clear()
 
     def _recorder(self, name):
-        def hook(module, args, out):
-            if name in self.seen:
-                return
-            first = next((a for a in args if self._tracked(a)), None)
-            out = _first_tensor(self.torch, out)
-            self.seen[name] = (first, out if self._tracked(out) else None)
-            self.order.append(name)
+        def hook(module, grad_input, grad_output):
+            self.grads[name] = (tuple(g for g in grad_input if g is not None),
+                                tuple(g for g in grad_output if g is not None))
         return hook
 
     def _source(self, module, args, out):
@@ -112,13 +123,6 @@ class _Probe:
                 and out.dim() >= 2 and out.shape[0] == self.rows):
             out.retain_grad()
             self.sources.append(out)
-
-    def _tracked(self, tensor):
-        ok = (isinstance(tensor, self.torch.Tensor) and tensor.requires_grad
-              and tensor.dim() >= 1 and tensor.shape[0] == self.rows)
-        if ok and not tensor.is_leaf:
-            tensor.retain_grad()
-        return ok
 
     def output(self, pick):
         try:
@@ -129,23 +133,15 @@ class _Probe:
         return _pick(self.torch, result, pick)
 
     def gradients(self, result, weight):
-        """Backpropagate ``sum(result * weight)``; the input gradient and every module's."""
+        """Backpropagate ``sum(result * weight)``: the input gradient, and per module the
+        gradients its backward hook saw."""
         source = self.x if self.x.is_floating_point() else next(iter(self.sources), None)
-        for tensor in (*self._tensors(), source):
-            if tensor is not None:
-                tensor.grad = None
         if source is None or not result.requires_grad:
             return None, {}
+        source.grad = None
+        self.grads = {}
         (result * weight).sum().backward(retain_graph=True)
-        grad = source.grad
-        modules = {name: (_grad(first), _grad(out)) for name, (first, out) in self.seen.items()}
-        return grad, modules
-
-    def _tensors(self):
-        for first, out in self.seen.values():
-            for tensor in (first, out):
-                if tensor is not None:
-                    yield tensor
+        return source.grad, self.grads
 
 
 def _batch_findings(probe, result, rng):
@@ -161,7 +157,8 @@ def _batch_findings(probe, result, rng):
             return []   # no gradient reaches the inputs: nothing to judge here
         share, other = _leak(grad, row)
         if share > LEAK:
-            where = _culprit(probe, modules, lambda g: _leak(g, row)[0] > LEAK)
+            where = _culprit(probe, modules, lambda g: g.dim() >= 1 and g.shape[0] == probe.rows
+                             and _leak(g, row)[0] > LEAK)
             return [Finding(
                 "BATCH_MIXING", "error", where,
                 f"example {row}'s output depends on other examples of the batch: its "
@@ -187,8 +184,8 @@ def _causal_findings(probe, result, rng, steps):
             return []
         share, later = _future(grad[0], t)
         if share > LEAK:
-            where = _culprit(probe, modules, lambda g: g.dim() >= 2 and g.shape[1] == steps
-                             and _future(g[0], t)[0] > LEAK)
+            where = _culprit(probe, modules, lambda g: g.dim() >= 2 and g.shape[0] == probe.rows
+                             and g.shape[1] == steps and _future(g[0], t)[0] > LEAK)
             return [Finding(
                 "CAUSALITY_LEAK", "error", where,
                 f"the output at position {t} depends on input position {later}, after it "
@@ -223,14 +220,15 @@ def _future(grad, t):
 
 
 def _culprit(probe, modules, leaks):
-    """The innermost module whose input gradient leaks while its output gradient does not."""
+    """The innermost module whose own contribution to its input gradient leaks while the
+    gradient of its output does not: where the mixing happens."""
     found = None
     for name in probe.order:
-        first, out = modules[name]
-        if first is None or out is None:
+        if name not in modules:
             continue
-        if leaks(first) and not leaks(out):
-            if found is None or name.startswith(found + ".") or found == "":
+        inputs, outputs = modules[name]
+        if any(leaks(g) for g in inputs) and not any(leaks(g) for g in outputs):
+            if found is None or found == "" or name.startswith(found + "."):
                 found = name
     return found if found else None
 

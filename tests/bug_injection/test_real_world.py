@@ -68,3 +68,13 @@ def test_the_findings_doc_cites_the_corpus_as_it_stands():
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "findings.md").read_text()
     assert seen_in_the_wild() in doc
+
+
+@pytest.mark.parametrize("name", ["attention_without_batch_first", "causal_mask_missing",
+                                  "labels_start_at_one_extra_unit", "unshuffled_sorted_classes"])
+def test_the_findings_doc_examples_are_real_output(name):
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "findings.md").read_text()
+    finding = run_entry(get_entry(name)).findings[0]
+    assert str(finding) in doc

@@ -177,3 +177,13 @@ def test_normalising_over_the_batch_is_always_flagged(rows, seed):
 
     findings = check_batch_independence(BatchStandardise(), torch.randn(rows, 5))
     assert [f.code for f in findings] == ["BATCH_MIXING"]
+
+
+def test_inplace_activations_do_not_break_the_check():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(inplace=True), nn.Linear(8, 3))
+    assert check_batch_independence(model, torch.randn(4, 6)) == []
+    mixing = nn.Sequential(nn.Linear(6, 8), nn.ReLU(inplace=True), SoftmaxOverBatch(0))
+    mixing[2].fc = nn.Linear(8, 3)
+    assert [f.code for f in check_batch_independence(mixing, torch.randn(4, 6))] == [
+        "BATCH_MIXING"]

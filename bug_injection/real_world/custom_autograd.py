@@ -71,6 +71,37 @@ def _product_model(bug):
     return Case(model=Net(), loss_fn=nn.CrossEntropyLoss(), inputs=x[:8], targets=y[:8])
 
 
+def _total_scores_model(bug):
+    torch = torch_module()
+    nn = torch.nn
+
+    class TotScores(torch.autograd.Function):
+        """The total score log(sum(exp(arc scores))); its derivative is the arc posterior."""
+
+        @staticmethod
+        def forward(ctx, scores):
+            total = torch.logsumexp(scores, dim=1)
+            ctx.save_for_backward(scores, total)
+            return total
+
+        @staticmethod
+        def backward(ctx, grad):
+            scores, total = ctx.saved_tensors
+            posterior = (scores - total[:, None]).exp()
+            return posterior if bug else grad[:, None] * posterior
+
+    class Normalise(nn.Module):
+        """Scores minus their total: log-probabilities through the custom total."""
+
+        def forward(self, scores):
+            return scores - TotScores.apply(scores)[:, None]
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4), Normalise())
+    x, y = tensors(*blobs(seed=29))
+    return Case(model=model, loss_fn=nn.NLLLoss(), inputs=x[:8], targets=y[:8])
+
+
 ENTRIES = (
     Entry(name="backward_ignores_grad_output",
           source="pytorch/pytorch#4355",
@@ -79,7 +110,8 @@ ENTRIES = (
                      "forgets to multiply it by grad_output",
           buggy=lambda: _isrlu_model(True), fixed=lambda: _isrlu_model(False),
           tool="check_gradients", codes=("GRADIENT_MISMATCH",),
-          expected="GRADIENT_MISMATCH at the ISRLU module (check_gradients)",
+          expected="GRADIENT_MISMATCH at '1', the ISRLU module (check_gradients)",
+          location="1",
           status="diagnosed"),
     Entry(name="prod_backward_drops_sign",
           source="pytorch/pytorch#995",
@@ -88,5 +120,17 @@ ENTRIES = (
                      "-x.prod() comes out with the wrong sign",
           buggy=lambda: _product_model(True), fixed=lambda: _product_model(False),
           tool="check_gradients", codes=("GRADIENT_MISMATCH",),
-          expected="GRADIENT_MISMATCH at 'gate' (check_gradients)", status="diagnosed"),
+          expected="GRADIENT_MISMATCH at 'gate' (check_gradients)",
+          location="gate", status="diagnosed"),
+    Entry(name="total_score_backward_ignores_gradient",
+          source="k2-fsa/k2#341",
+          category="custom autograd",
+          root_cause="the backward of get_tot_scores returns the arc posteriors without "
+                     "multiplying by the gradient at the output, so the update has the wrong "
+                     "sign when the loss is minus the total score",
+          buggy=lambda: _total_scores_model(True), fixed=lambda: _total_scores_model(False),
+          tool="check_gradients", codes=("GRADIENT_MISMATCH",),
+          expected="GRADIENT_MISMATCH at '3', the normalising module (check_gradients)",
+          location="3",
+          status="diagnosed"),
 )

@@ -3,7 +3,8 @@
 ``status`` records what the current gradhunt says about the buggy version, as data that later
 work flips: ``"diagnosed"`` (a warning or error with one of ``codes`` appears), ``"symptom:
 CODE, ..."`` (only other warnings or errors appear; the codes listed must be among them), or
-``"missed: why"`` (no warning or error at all). ``tests/bug_injection/test_real_world.py``
+``"missed: why"`` (no warning or error at all). With ``location`` set, a diagnosis counts only
+when the finding points there (the module as ``named_modules()`` spells it). ``tests/bug_injection/test_real_world.py``
 asserts that the recorded status is the true one. ``fixed_status`` records the same for the
 fixed twin: ``"clean"`` (no warning or error), or ``"false alarm: CODE, ... (why)"`` for a
 false alarm of the current gradhunt on the healthy version, kept visible until it is fixed.
@@ -33,6 +34,7 @@ class Entry:
     expected: str          # the finding that names it, in words (with the tool)
     status: str
     fixed_status: str = "clean"
+    location: str | None = None    # where the naming finding must point, when one place is right
 
     def __post_init__(self):
         if self.category not in CATEGORIES:

@@ -52,7 +52,8 @@ def run_entry(entry, twin="buggy"):
     codes = list(dict.fromkeys(f.code for f in findings if f.severity in ALARMS))
     if twin == "fixed":
         verdict = "false alarm" if codes else "clean"
-    elif any(code in entry.codes for code in codes):
+    elif any(f.code in entry.codes and f.severity in ALARMS
+             and entry.location in (None, f.location) for f in findings):
         verdict = "diagnosed"
     else:
         verdict = "symptom" if codes else "missed"

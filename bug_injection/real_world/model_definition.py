@@ -1,7 +1,7 @@
 """Real-world bugs in the model definition: axes, masks, registration, cut graphs."""
 import numpy as np
 
-from .case import Case, blobs, mlp, simple_loop, tensors, torch_module
+from .case import Case, blobs, simple_loop, tensors, torch_module
 from .entry import Entry
 
 

@@ -28,14 +28,6 @@ class Run:
     message: str = ""
     seconds: float = 0.0
 
-    @property
-    def headline(self):
-        """The deciding finding in one line ("-" when none)."""
-        hit = next((f for f in self.findings if f.severity in ALARMS
-                    and f.code in self.entry.codes), None)
-        hit = hit or next((f for f in self.findings if f.severity in ALARMS), None)
-        return "-" if hit is None else f"{hit.code}: {hit.message}"
-
 
 def run_entry(entry, twin="buggy"):
     """Build ``entry``'s ``twin`` (``"buggy"`` or ``"fixed"``), run its tool, judge."""

@@ -275,7 +275,7 @@ ENTRIES = (
           location="attn",
           status="diagnosed"),
     Entry(name="layers_in_python_list",
-          source="https://www.engineermaxxing.com/micro/lessons/pytorch-internals.html",
+          source="pytorch/pytorch#715; ikostrikov/pytorch-meta-optimizer#11",
           category="model definition",
           root_cause="I kept the hidden layers in a plain Python list instead of nn.ModuleList, "
                      "so model.parameters() misses them and the optimizer never trains them",

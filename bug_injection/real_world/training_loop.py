@@ -121,7 +121,7 @@ ENTRIES = (
           tool="monitor", codes=("STALE_GRADIENTS",),
           expected="STALE_GRADIENTS (Monitor)", status="diagnosed"),
     Entry(name="running_loss_keeps_graph",
-          source="thuml/AutoTimes#21; microsoft/deepspeedexamples#824",
+          source="thuml/AutoTimes#21; deepspeedai/DeepSpeedExamples#824",
           category="training loop",
           root_cause="I accumulate loss_val += loss as a tensor for logging, which keeps every "
                      "step's graph alive until memory runs out",

@@ -9,14 +9,17 @@ What a script does not hand over is found through torch's global hooks, all remo
   such module does not), so the Monitor watches from the second step on;
 - the loss: ``torch.autograd.backward`` (which ``loss.backward()`` calls) is wrapped to keep
   the last one-element tensor a backward ran from; with a ``GradScaler`` the loss before
-  ``scaler.scale(loss)`` is taken. Each optimizer step hands it to ``Monitor.step`` once, so
-  gradient accumulation (several backwards per step) gives the last micro-batch's loss.
+  ``scaler.scale(loss)`` is taken. An optimizer step hands the last loss to ``Monitor.step``
+  when a backward ran since that optimizer's previous step, so gradient accumulation (several
+  backwards per step) gives the last micro-batch's loss, and two optimizers stepping after
+  one backward both get it.
 
 A failure inside the watch never stops the script: that Monitor is closed and the failure is
 kept in ``problems``.
 """
 import importlib
 import weakref
+from dataclasses import dataclass
 
 from ..monitor import JSONLSink, Monitor
 from ..monitor.settings import DEFAULT_EVERY
@@ -44,9 +47,9 @@ class TrainingWatch:
         self.problems = []         # what could not be watched, in words
         self._roots = {}           # id(module) -> weakref of a top-level module
         self._depth = 0
-        self._by_optimizer = {}    # id(optimizer) -> (weakref of it, [its Monitors])
+        self._by_optimizer = {}    # id(optimizer) -> _Stepping
         self._watched_models = {}  # id(model) -> weakref of a model that has a Monitor
-        self._loss = None
+        self._loss, self._losses_seen = None, 0   # the last backward's loss, and a count
         self._scaled = {}          # id(scaled loss) -> (weakref(scaled loss), loss)
         self._undo = []
 
@@ -126,18 +129,20 @@ class TrainingWatch:
             return
         ref, unscaled = self._scaled.get(id(tensors), (None, None))
         self._loss = unscaled if ref is not None and ref() is tensors else tensors
+        self._losses_seen += 1
 
     def _on_optimizer_step(self, optimizer, args, kwargs):
-        loss, self._loss, self._scaled = self._loss, None, {}
         known = self._by_optimizer.get(id(optimizer))
-        if known is None or known[0]() is not optimizer:
-            self._by_optimizer[id(optimizer)] = (weakref.ref(optimizer), self._attach(optimizer))
+        if known is None or known.optimizer() is not optimizer:
+            self._by_optimizer[id(optimizer)] = _Stepping(
+                weakref.ref(optimizer), self._attach(optimizer), self._losses_seen)
             return
-        if loss is None:
+        if known.losses_seen == self._losses_seen:   # no backward since its last step
             return
-        for monitor in list(known[1]):
+        known.losses_seen = self._losses_seen
+        for monitor in list(known.monitors):
             try:
-                monitor.step(loss)
+                monitor.step(self._loss)
             except Exception as error:   # the script goes on; this model is no longer watched
                 self._give_up(monitor, f"stopped watching: {type(error).__name__}: {error}")
 
@@ -188,9 +193,18 @@ class TrainingWatch:
         label = next(lbl for lbl, m in self.watched if m is monitor)
         self.problems.append(f"{label}: {reason}")
         monitor.close()
-        for _, monitors in self._by_optimizer.values():
-            if monitor in monitors:
-                monitors.remove(monitor)
+        for known in self._by_optimizer.values():
+            if monitor in known.monitors:
+                known.monitors.remove(monitor)
+
+
+@dataclass
+class _Stepping:
+    """An optimizer seen stepping: its Monitors and the loss count at its last step."""
+
+    optimizer: weakref.ref
+    monitors: list
+    losses_seen: int
 
 
 def _is_scalar_tensor(value):

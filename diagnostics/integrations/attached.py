@@ -27,12 +27,17 @@ def checked_options(every, sinks, print_report):
 
 
 class AttachedMonitor:
-    """A Monitor on a trainer's model, fed one mean loss per optimizer step."""
+    """A Monitor on a trainer's model, fed one mean loss per optimizer step.
+
+    An exception inside the Monitor never stops the training run: the Monitor is closed, the
+    error kept in ``failure`` (and logged), and the run goes on unwatched.
+    """
 
     def __init__(self, model, optimizer, *, every=DEFAULT_EVERY, sinks=(), on_finding=None):
         self.monitor = Monitor(model, optimizer, every=every, sinks=sinks,
                                on_finding=on_finding)
-        self._losses = []
+        self.failure = None
+        self._losses, self._steps = [], 0
 
     def add_loss(self, loss):
         """One micro-batch's loss (a one-element tensor, detached here)."""
@@ -41,14 +46,27 @@ class AttachedMonitor:
     def step(self):
         """The optimizer stepped: one Monitor iteration with the mean of the losses since."""
         losses, self._losses = self._losses, []
-        if not losses:
+        if not losses or self.failure is not None:
             return
         import torch
 
-        self.monitor.step(losses[0] if len(losses) == 1 else torch.stack(losses).float().mean())
+        try:
+            self.monitor.step(losses[0] if len(losses) == 1
+                              else torch.stack(losses).float().mean())
+            self._steps += 1
+        except Exception as error:
+            self.failure = (f"gradhunt stopped watching at step {self._steps}: "
+                            f"{type(error).__name__}: {error}")
+            log.warning("%s", self.failure)
+            self.monitor.close()
 
     def report(self):
         return self.monitor.report()
+
+    def report_text(self):
+        """The report as printed at the end of a run, with the failure if there was one."""
+        text = str(self.report())
+        return text if self.failure is None else f"{text}\n\n{self.failure}"
 
     def close(self):
         self.monitor.close()

@@ -37,6 +37,7 @@ class GradhuntCallback(Callback):
 
     def __init__(self, *, every=DEFAULT_EVERY, sinks=(), print_report=True):
         self.every, self.sinks, self.print_report = checked_options(every, sinks, print_report)
+        self.failure = None       # why the Monitor stopped early, if it did
         self.report = None        # the MonitorReport, once fit has ended
         self._attached = None
         self._trainer = None
@@ -72,10 +73,11 @@ class GradhuntCallback(Callback):
     def on_fit_end(self, trainer, pl_module):
         if self._attached is None:
             return
-        self.report = self._attached.report()
+        attached = self._attached
+        self.report, self.failure = attached.report(), attached.failure
         self._close()
         if self.print_report and trainer.is_global_zero:
-            print(self.report)
+            print(attached.report_text())
 
     def on_exception(self, trainer, pl_module, exception):
         self._close()
@@ -87,7 +89,7 @@ class GradhuntCallback(Callback):
         attached, self._attached = self._attached, None
         if attached is not None:
             if self.report is None:
-                self.report = attached.report()
+                self.report, self.failure = attached.report(), attached.failure
             attached.close()
 
     def _on_finding(self, finding):

@@ -102,3 +102,24 @@ def test_the_monitor_is_closed_when_training_raises():
 def test_bad_arguments_are_refused_when_the_callback_is_built(options, argument):
     with pytest.raises(DiagnosticsError, match=argument):
         GradhuntCallback(**options)
+
+
+def test_an_error_inside_the_monitor_never_stops_the_fit(monkeypatch, capsys):
+    from diagnostics.monitor import Monitor
+
+    step, calls = Monitor.step, []
+
+    def failing_step(monitor, loss):
+        calls.append(loss)
+        if len(calls) == 11:
+            raise ValueError("a probe broke")
+        return step(monitor, loss)
+
+    monkeypatch.setattr(Monitor, "step", failing_step)
+    module, callback = Classifier(HEALTHY_LR), GradhuntCallback(every=2)
+    trainer = _fit(module, callback)
+    assert trainer.global_step == 60 and _hooks_left(module) == []
+    assert callback.failure == "gradhunt stopped watching at step 10: ValueError: a probe broke"
+    assert len(calls) == 11                  # not called again once it failed
+    assert callback.report.steps == 10
+    assert callback.failure in capsys.readouterr().out

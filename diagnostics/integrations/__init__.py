@@ -24,4 +24,5 @@ def __getattr__(name):
         return getattr(importlib.import_module(f"{__name__}.{module}"), name)
     except ModuleNotFoundError as error:
         raise ModuleNotFoundError(
-            f"{name} needs {error.name}: pip install 'gradhunt[{extra}]'") from error
+            f"{name} needs the {extra} package: pip install 'gradhunt[{extra}]' ({error})",
+            name=error.name) from error

@@ -8,6 +8,7 @@ import json
 import sys
 
 from diagnostics.backends import TORCH_MISSING, torch_installed
+from diagnostics.progress import progress_bar
 
 from .catalog import catalog, get_bug
 from .models import BACKENDS
@@ -50,10 +51,10 @@ def _hunt_command(args):
     if "torch" in backends and not torch_installed():
         print(f"{TORCH_MISSING}: hunting on minigrad only", file=sys.stderr)
         backends = ("minigrad",)
-    progress = _show_progress if sys.stderr.isatty() and not args.json else None
-    result = hunt(bugs=args.bug, backends=backends, progress=progress)
-    if progress is not None:
-        print(file=sys.stderr)
+    show = False if args.json else "auto"      # a bar on a terminal, at once
+    with progress_bar(None, desc="hunt", show=show, delay=0, mininterval=0) as bar:
+        result = hunt(bugs=args.bug, backends=backends,
+                      progress=lambda done, total, outcome: _show_progress(bar, total, outcome))
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
@@ -77,6 +78,7 @@ def _inject_command(args):
     return 0 if injection.outcome.ok and injection.reverted else 1
 
 
-def _show_progress(done, total, outcome):
-    text = f"[{done:>3}/{total}] {outcome.name} on {outcome.backend}: {outcome.verdict}"
-    print("\r" + text.ljust(78)[:78], end="", file=sys.stderr, flush=True)
+def _show_progress(bar, total, outcome):
+    bar.total = total
+    bar.set_postfix_str(f"{outcome.name} on {outcome.backend}: {outcome.verdict}", refresh=False)
+    bar.update()

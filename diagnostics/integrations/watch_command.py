@@ -104,6 +104,7 @@ def _print_reports(watch):
         print("\ngradhunt watch: no model was watched (no torch optimizer stepped twice)",
               file=sys.stderr)
     for label, report in watch.reports():
-        print(f"\n== gradhunt watch: {label} ==\n{report}", file=sys.stderr)
+        print(f"\n== gradhunt watch: {label}; its step 0 is the optimizer's 2nd step ==\n"
+              f"{report}", file=sys.stderr)
     for problem in watch.problems:
         print(f"gradhunt watch: {problem}", file=sys.stderr)

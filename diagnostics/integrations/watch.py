@@ -18,9 +18,12 @@ A failure inside the watch never stops the script: that Monitor is closed and th
 kept in ``problems``.
 """
 import importlib
+import numbers
 import weakref
 from dataclasses import dataclass
+from pathlib import Path
 
+from ..errors import require
 from ..monitor import JSONLSink, Monitor
 from ..monitor.settings import DEFAULT_EVERY
 
@@ -42,7 +45,14 @@ class TrainingWatch:
     """
 
     def __init__(self, *, every=DEFAULT_EVERY, jsonl=None, on_finding=None):
-        self.every, self.jsonl, self.on_finding = every, jsonl, on_finding
+        require(isinstance(every, numbers.Integral) and not isinstance(every, bool)
+                and every >= 1, "every", "an integer >= 1", repr(every))
+        require(jsonl is None or isinstance(jsonl, (str, Path)), "jsonl", "a path or None",
+                type(jsonl).__name__)
+        require(on_finding is None or callable(on_finding), "on_finding",
+                "a callable taking (label, finding), or None", type(on_finding).__name__)
+        self.every, self.on_finding = every, on_finding
+        self.jsonl = None if jsonl is None else Path(jsonl)
         self.watched = []          # [(label, Monitor)] in the order they were attached
         self.problems = []         # what could not be watched, in words
         self._roots = {}           # id(module) -> weakref of a top-level module

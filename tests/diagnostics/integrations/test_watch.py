@@ -110,3 +110,36 @@ def test_hooks_are_removed_when_the_loop_raises():
     [(_, monitor)] = watch.watched
     assert monitor.report().steps == 2
     assert all(not m._forward_pre_hooks and not m._forward_hooks for m in model.modules())
+
+
+def test_an_error_inside_a_monitor_never_stops_the_script(monkeypatch):
+    from diagnostics.monitor import Monitor
+
+    step, calls = Monitor.step, []
+
+    def failing_step(monitor, loss):
+        calls.append(loss)
+        if len(calls) == 3:
+            raise ValueError("a probe broke")
+        return step(monitor, loss)
+
+    monkeypatch.setattr(Monitor, "step", failing_step)
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with TrainingWatch(every=1) as watch:
+        for _ in range(8):
+            opt.zero_grad()
+            model(torch.ones(4, 8)).sum().backward()
+            opt.step()
+    assert len(calls) == 3                 # given up after the failure, the loop went on
+    assert watch.problems == ["Sequential (SGD): stopped watching: ValueError: a probe broke"]
+    assert all(not m._forward_pre_hooks and not m._forward_hooks for m in model.modules())
+
+
+@pytest.mark.parametrize("options, argument", [
+    ({"every": 0}, "every"), ({"jsonl": 3}, "jsonl"), ({"on_finding": "print"}, "on_finding")])
+def test_bad_arguments_are_refused(options, argument):
+    from diagnostics import DiagnosticsError
+
+    with pytest.raises(DiagnosticsError, match=argument):
+        TrainingWatch(**options)

@@ -1,4 +1,4 @@
-"""``TrainingWatch``: Monitors on every torch model whose optimizer steps, with no change to the loop.
+"""``TrainingWatch``: a Monitor on every torch model whose optimizer steps, no loop edits.
 
 What a script does not hand over is found through torch's global hooks, all removed on exit:
 

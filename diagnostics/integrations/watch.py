@@ -111,7 +111,7 @@ class TrainingWatch:
 
     # -------------------------------------------------------------------- hooks
     def _on_module_enter(self, module, args):
-        if self._depth == 0 and id(module) not in self._roots:
+        if self._depth == 0 and not _holds(self._roots, module):
             self._roots[id(module)] = weakref.ref(module)
         self._depth += 1
 
@@ -144,8 +144,14 @@ class TrainingWatch:
     def _on_optimizer_step(self, optimizer, args, kwargs):
         known = self._by_optimizer.get(id(optimizer))
         if known is None or known.optimizer() is not optimizer:
-            self._by_optimizer[id(optimizer)] = _Stepping(
-                weakref.ref(optimizer), self._attach(optimizer), self._losses_seen)
+            try:
+                monitors = self._attach(optimizer)
+            except Exception as error:   # an optimizer of an unexpected shape: not watched
+                self.problems.append(f"{type(optimizer).__name__}: not watched: "
+                                     f"{type(error).__name__}: {error}")
+                monitors = []
+            self._by_optimizer[id(optimizer)] = _Stepping(weakref.ref(optimizer), monitors,
+                                                          self._losses_seen)
             return
         if known.losses_seen == self._losses_seen:   # no backward since its last step
             return
@@ -159,6 +165,7 @@ class TrainingWatch:
     # ----------------------------------------------------------------- attaching
     def _attach(self, optimizer):
         held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        self._roots = {key: ref for key, ref in self._roots.items() if ref() is not None}
         roots = [m for m in (ref() for ref in self._roots.values()) if m is not None]
         owners = [m for m in roots if any(id(p) in held for p in m.parameters())]
         inner = {id(sub) for m in owners for sub in m.modules() if sub is not m}
@@ -170,7 +177,7 @@ class TrainingWatch:
             return []
         monitors = []
         for model in owners:
-            if id(model) in self._watched_models:
+            if _holds(self._watched_models, model):
                 self.problems.append(f"{type(model).__name__} is stepped by a second optimizer "
                                      f"({name}); it is watched with its first one only")
                 continue
@@ -215,6 +222,12 @@ class _Stepping:
     optimizer: weakref.ref
     monitors: list
     losses_seen: int
+
+
+def _holds(refs, obj):
+    """Whether ``refs`` (id -> weakref) holds ``obj`` itself, not a dead object of the same id."""
+    ref = refs.get(id(obj))
+    return ref is not None and ref() is obj
 
 
 def _is_scalar_tensor(value):

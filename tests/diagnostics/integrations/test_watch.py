@@ -143,3 +143,20 @@ def test_bad_arguments_are_refused(options, argument):
 
     with pytest.raises(DiagnosticsError, match=argument):
         TrainingWatch(**options)
+
+
+def test_a_model_that_raises_while_being_inspected_is_a_problem_not_a_crash():
+    class Odd(torch.nn.Linear):
+        def parameters(self, recurse=True):       # user code that raises when asked
+            raise RuntimeError("parameters() is not supported here")
+
+    model = Odd(8, 2)
+    opt = torch.optim.SGD(torch.nn.Linear.parameters(model), lr=0.1)
+    with TrainingWatch() as watch:
+        for _ in range(3):
+            opt.zero_grad()
+            model(torch.ones(2, 8)).sum().backward()
+            opt.step()
+    assert watch.watched == []
+    assert watch.problems == ["SGD: not watched: RuntimeError: parameters() is not supported "
+                              "here"]

@@ -63,10 +63,9 @@ class AttachedMonitor:
     def report(self):
         return self.monitor.report()
 
-    def report_text(self):
-        """The report as printed at the end of a run, with the failure if there was one."""
-        text = str(self.report())
-        return text if self.failure is None else f"{text}\n\n{self.failure}"
+    def report_text(self, report):
+        """``report`` as printed at the end of a run, with the failure if there was one."""
+        return str(report) if self.failure is None else f"{report}\n\n{self.failure}"
 
     def close(self):
         self.monitor.close()

@@ -56,7 +56,7 @@ class GradhuntTrainerCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
         self.close()
-        self._state, self.report = state, None
+        self._state, self.report, self.failure = state, None, None
         self._attached = AttachedMonitor(model, optimizer, every=self.every, sinks=self.sinks,
                                          on_finding=self._on_finding)
         self._loss_hook = model.register_forward_hook(self._on_model_output)
@@ -72,7 +72,7 @@ class GradhuntTrainerCallback(TrainerCallback):
         self.report, self.failure = attached.report(), attached.failure
         self.close()
         if self.print_report and state.is_world_process_zero:
-            print(attached.report_text())
+            print(attached.report_text(self.report))
 
     def close(self):
         """Remove the loss hook and close the Monitor; idempotent."""

@@ -53,7 +53,8 @@ class GradhuntCallback(Callback):
     def on_fit_start(self, trainer, pl_module):
         self._close()
         optimizers = trainer.optimizers
-        self._trainer, self._last_step, self.report = trainer, trainer.global_step, None
+        self._trainer, self._last_step = trainer, trainer.global_step
+        self.report = self.failure = None
         self._attached = AttachedMonitor(
             pl_module, optimizers[0] if len(optimizers) == 1 else None, every=self.every,
             sinks=self.sinks, on_finding=self._on_finding)
@@ -77,7 +78,7 @@ class GradhuntCallback(Callback):
         self.report, self.failure = attached.report(), attached.failure
         self._close()
         if self.print_report and trainer.is_global_zero:
-            print(attached.report_text())
+            print(attached.report_text(self.report))
 
     def on_exception(self, trainer, pl_module, exception):
         self._close()

@@ -14,6 +14,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from ..backends import TORCH_MISSING, torch_installed
 from ..findings import SEVERITIES
 from ..monitor.settings import DEFAULT_EVERY
 from .watch import TrainingWatch
@@ -27,7 +28,8 @@ def add_watch_command(subparsers):
     parser.add_argument("--every", type=int, default=DEFAULT_EVERY, metavar="N",
                         help=f"sample every N-th optimizer step (default {DEFAULT_EVERY})")
     parser.add_argument("--out", type=Path, metavar="PATH",
-                        help="write the sampled steps as JSON lines (a second model: PATH.1...)")
+                        help="write the sampled steps as JSON lines (a second model to "
+                             "rows.1.jsonl for rows.jsonl, ...)")
     parser.add_argument("--fail-on", choices=("error", "warning"),
                         help="exit 1 when a finding of this severity or worse was made")
     parser.add_argument("-m", dest="as_module", action="store_true",
@@ -40,6 +42,9 @@ def add_watch_command(subparsers):
 def run_watch(args):
     if not args.target:
         print("gradhunt watch: expected a script (or -m module) to run", file=sys.stderr)
+        return 2
+    if not torch_installed():
+        print(f"gradhunt watch: {TORCH_MISSING}", file=sys.stderr)
         return 2
     if args.every < 1:
         print("gradhunt watch: --every must be a positive integer", file=sys.stderr)

@@ -10,6 +10,7 @@ import json
 import sys
 
 from diagnostics.backends import TORCH_MISSING, torch_installed
+from diagnostics.progress import progress_bar
 
 from .catalog import catalog, get_bug
 from .models import BACKENDS
@@ -64,19 +65,21 @@ def _hunt_command(args):
     if "torch" in backends and not torch_installed():
         print(f"{TORCH_MISSING}: hunting on minigrad only", file=sys.stderr)
         backends = ("minigrad",)
-    progress = _show_progress if sys.stderr.isatty() and not args.json else None
+    show = False if args.json else "auto"      # a bar on a terminal, at once
     result = real = None
     if args.kind in ("all", "catalogue"):
-        result = hunt(bugs=args.bug, backends=backends, progress=progress)
-        if progress is not None:
-            print(file=sys.stderr)
+        with progress_bar(None, desc="hunt", show=show, delay=0, mininterval=0) as bar:
+            result = hunt(bugs=args.bug, backends=backends,
+                          progress=lambda done, total, outcome: _show_progress(
+                              bar, total, f"{outcome.name} on {outcome.backend}: "
+                                          f"{outcome.verdict}"))
     if args.kind == "real_world" or (args.kind == "all" and not args.bug
                                      and "torch" in backends):
         from .real_world import hunt as real_world_hunt
-        real = real_world_hunt.hunt_real_world(
-            progress=_show_real_world_progress if progress is not None else None)
-        if progress is not None:
-            print(file=sys.stderr)
+        with progress_bar(None, desc="real-world", show=show, delay=0, mininterval=0) as bar:
+            real = real_world_hunt.hunt_real_world(
+                progress=lambda done, total, outcome: _show_progress(
+                    bar, total, f"{outcome.entry.name}: {outcome.buggy.verdict}"))
     if args.json:
         data = result.to_dict() if result is not None else {}
         if real is not None:
@@ -125,11 +128,7 @@ def _inject_real_world(name):
     return 0 if outcome.ok else 1
 
 
-def _show_real_world_progress(done, total, outcome):
-    text = f"[{done:>3}/{total}] {outcome.entry.name}: {outcome.buggy.verdict}"
-    print("\r" + text.ljust(78)[:78], end="", file=sys.stderr, flush=True)
-
-
-def _show_progress(done, total, outcome):
-    text = f"[{done:>3}/{total}] {outcome.name} on {outcome.backend}: {outcome.verdict}"
-    print("\r" + text.ljust(78)[:78], end="", file=sys.stderr, flush=True)
+def _show_progress(bar, total, text):
+    bar.total = total
+    bar.set_postfix_str(text, refresh=False)
+    bar.update()

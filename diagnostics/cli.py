@@ -4,6 +4,7 @@ Each ``add_*`` function registers one sub-command on an ``argparse`` sub-parser 
 handler it sets (``func``) takes the parsed arguments and returns the exit code.
 """
 from .gradcheck.cli import add_compare_command
+from .integrations.watch_command import add_watch_command
 from .tools.preflight_command import add_preflight_command
 
 
@@ -11,3 +12,4 @@ def add_commands(subparsers):
     """Register the diagnostics' sub-commands."""
     add_compare_command(subparsers)
     add_preflight_command(subparsers)
+    add_watch_command(subparsers)

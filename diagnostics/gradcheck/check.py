@@ -13,6 +13,7 @@ from ..backends import get_backend
 from ..batch import Batch
 from ..errors import require
 from ..findings import Finding
+from ..progress import progress_bar
 from .declared import check_declared, declared_modules, function_hosts, is_declared
 from .evaluator import Evaluator
 from .localize import INTERNAL, LOSS, locate
@@ -80,10 +81,15 @@ class _GradientCheck:
                              for p in self.points})
         self.probings, self.elements, self.patterns = {}, {}, {}
         self.supports = {}   # point key -> flat indices probed instead of all (_smooth_support)
-        for name in analytic.parameters:
-            self._check_parameter(name)
-        for point in self.points:
-            self._check_point(point, analytic.point_values[point.key])
+        # a bar on a terminal once a large check runs two seconds; quiet otherwise
+        with progress_bar(len(analytic.parameters) + len(self.points),
+                          desc="check_gradients") as bar:
+            for name in analytic.parameters:
+                self._check_parameter(name)
+                bar.update()
+            for point in self.points:
+                self._check_point(point, analytic.point_values[point.key])
+                bar.update()
         births = locate(self.points, {p.key: self._flow_status(p.key) for p in self.points},
                         {name: self._status(name) for name in analytic.parameters})
         for name in analytic.parameters:

@@ -16,8 +16,6 @@ hand-tuned rate in ``benchmarks/lr_finder_advice.py``, against 0.25-0.84x as it 
 """
 import csv
 import math
-import sys
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,11 +25,11 @@ from ..batch import Batch
 from ..errors import DiagnosticsError, require
 from ..findings import Finding
 from ..jsonable import to_jsonable
+from ..progress import progress_bar
 from . import _training as T
 
 METHODS = ("minimum/10", "steepest", "valley")
 DEFAULT_METHOD = "minimum/10"
-PROGRESS_AFTER_S = 2.0  # progress="auto" starts printing once a sweep runs this long
 
 
 @dataclass
@@ -123,8 +121,8 @@ def find_lr(model, loss_fn, data, *, optimizer=None, start_lr=1e-7, end_lr=10.0,
     cycled as needed. ``optimizer`` defaults to Adam over the model's parameters; every param
     group's lr is set to the swept value. ``mode`` is ``"exp"`` or ``"linear"`` spacing;
     ``smooth`` the loss's exponential-smoothing factor; the sweep stops when the smoothed loss
-    exceeds ``diverge`` times its best. ``progress``: True, False, or ``"auto"`` (a line on
-    stderr once the sweep runs longer than two seconds). The model, the optimizer and the RNG
+    exceeds ``diverge`` times its best. ``progress``: True, False, or ``"auto"`` (a progress
+    bar on stderr when it is a terminal and the sweep runs longer than two seconds). The model, the optimizer and the RNG
     states are restored afterwards, bit for bit.
     """
     backend = get_backend(model)
@@ -196,7 +194,7 @@ def _looks_like_pair(backend, data):
 def _sweep(backend, loss_fn, batches, *, optimizer, lrs, smooth, diverge, progress):
     optimizer = T.make_optimizer(backend, optimizer, lr=lrs[0])
     shown, raw, smoothed, average, best = [], [], [], 0.0, math.inf
-    display = _Progress(len(lrs), progress)
+    display = progress_bar(len(lrs), desc="find_lr", show=progress)
     diverged_at = None
     try:
         for step, (lr, batch) in enumerate(zip(lrs, batches)):
@@ -207,7 +205,8 @@ def _sweep(backend, loss_fn, batches, *, optimizer, lrs, smooth, diverge, progre
             shown.append(float(lr))
             raw.append(value)
             smoothed.append(current)
-            display.update(step, lr, current)
+            display.set_postfix_str(f"lr {lr:.2e} loss {current:.4g}", refresh=False)
+            display.update()
             if not math.isfinite(current) or current > diverge * best:
                 diverged_at = float(lr)
                 break
@@ -265,28 +264,6 @@ def _valley(lrs, losses):
             start = end - longest[end]
     sections = (end - start) / 3
     return float(lrs[start + int(sections) + int(sections / 2)])
-
-
-class _Progress:
-    """A one-line progress display on stderr: always, never, or once the sweep runs a while."""
-
-    def __init__(self, total, mode):
-        self.total, self.mode = total, mode
-        self.started = time.perf_counter()
-        self.active = mode is True
-
-    def update(self, step, lr, loss):
-        if self.mode == "auto" and not self.active:
-            self.active = time.perf_counter() - self.started > PROGRESS_AFTER_S
-        if self.active:
-            sys.stderr.write(f"\rfind_lr: step {step + 1}/{self.total} lr {lr:.2e} "
-                             f"loss {loss:.4g}   ")
-            sys.stderr.flush()
-
-    def close(self):
-        if self.active:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
 
 
 def _lr_text(lr):

@@ -35,8 +35,13 @@ def test_hunt_shows_progress_on_a_terminal(capsys, monkeypatch):
     monkeypatch.setattr("sys.stderr.isatty", lambda: True)
     assert cli.main(["hunt", "--bug", "nonfinite_rows", "--backend", "minigrad"]) == 0
     err = capsys.readouterr().err
-    assert "\r[  1/2] nonfinite_rows on minigrad: found" in err
-    assert "\r[  2/2] healthy mlp (validate_data) on minigrad: clean" in err
+    assert "hunt:  50%" in err and "1/2" in err and "nonfinite_rows on minigrad: found" in err
+    assert "2/2" in err and "healthy mlp (validate_data) on minigrad: clean" in err
+
+
+def test_hunt_is_quiet_without_a_terminal(capsys):
+    assert cli.main(["hunt", "--bug", "nonfinite_rows", "--backend", "minigrad"]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_hunt_exits_nonzero_when_a_bug_is_missed(capsys, monkeypatch):

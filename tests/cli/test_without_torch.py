@@ -6,12 +6,13 @@ import pytest
 
 from bug_injection import cli as bug_injection_cli
 from diagnostics.gradcheck import cli as gradcheck_cli
+from diagnostics.integrations import watch_command
 from scenarios.cli import main
 
 
 @pytest.fixture
 def no_torch(monkeypatch):
-    for module in (bug_injection_cli, gradcheck_cli):
+    for module in (bug_injection_cli, gradcheck_cli, watch_command):
         monkeypatch.setattr(module, "torch_installed", lambda: False)
 
 
@@ -23,7 +24,8 @@ def test_hunt_falls_back_to_minigrad(no_torch, capsys):
 
 
 @pytest.mark.parametrize("argv", [["compare"], ["hunt", "--backend", "torch"],
-                                  ["inject", "linear_sign_flip", "--backend", "torch"]])
+                                  ["inject", "linear_sign_flip", "--backend", "torch"],
+                                  ["watch", "train.py"]])
 def test_torch_only_commands_exit_2_and_say_what_to_install(no_torch, capsys, argv):
     assert main(argv) == 2
     assert "pip install 'gradhunt[torch]'" in capsys.readouterr().err

@@ -131,7 +131,13 @@ def test_progress_goes_to_stderr_only_when_asked(capsys):
         find_lr(mlp("minigrad"), cross_entropy("minigrad"), (x, y), steps=5, progress=progress)
         captured = capsys.readouterr()
         assert captured.out == ""
-        assert ("find_lr: step 5/5 lr" in captured.err) is progress
+        assert ("find_lr:" in captured.err and "/5" in captured.err) is progress
+
+
+def test_auto_progress_stays_quiet_without_a_terminal(capsys):
+    x, y = classification_data(rows=16)
+    find_lr(mlp("minigrad"), cross_entropy("minigrad"), (x, y), steps=5)   # progress="auto"
+    assert capsys.readouterr().err == ""
 
 
 def test_bad_arguments_raise_naming_the_argument():

@@ -26,6 +26,11 @@ def inventory(name, *, info=False):
         rows.append(("monitor", f"CRASH {type(error).__name__}: {error}"))
     else:
         rows += [("monitor", first_line(f)) for f in _shown(run.findings, info)]
+        if run.unseen:
+            rows.append(("sees", f"layers without statistics: {', '.join(run.unseen)}"))
+        if run.classes != build(name).classes:
+            rows.append(("sees", f"the loss checks read {run.classes} classes; the logits "
+                                 f"have {build(name).classes}"))
         losses, state, _ = plain_run(name)
         if losses != run.losses or any((state[k] != run.state[k]).any() for k in state):
             rows.append(("identical", "training differs with the Monitor attached"))
@@ -60,7 +65,8 @@ def main(argv=None):
     if args.table:
         for name in names:
             for assertion, reason in known_false_alarms(inventory(name)).items():
-                print(f"    ({name!r}, {assertion!r}):\n        {reason!r},")
+                quoted = "\n         ".join(repr(part) for part in _chunks(reason, 80))
+                print(f"    ({name!r}, {assertion!r}):\n        ({quoted}),")
         return
     pairs, lines, total = 0, 0, time.perf_counter()
     print(f"{'setup':<28} | {'tool':<15} | current false alarm / crash")
@@ -76,14 +82,36 @@ def main(argv=None):
           f"{lines} lines, in {time.perf_counter() - total:.1f} s")
 
 
+def _chunks(text, width):
+    """``text`` cut after spaces into pieces of about ``width`` characters (joined, the same)."""
+    pieces, current = [], ""
+    for word in text.split(" "):
+        if current and len(current) + len(word) > width:
+            pieces.append(current)
+            current = ""
+        current += word + " "
+    pieces.append(current[:-1])
+    return pieces
+
+
 def known_false_alarms(rows):
-    """``{assertion: reason}``: the first line quoted, and how many more there are."""
+    """``{assertion: reason}``: the first line quoted, then the codes of the others."""
     grouped = {}
     for assertion, line in rows:
         if " [info] " not in line:
             grouped.setdefault(assertion, []).append(line)
-    return {assertion: lines[0] + (f" (+{len(lines) - 1} more)" if len(lines) > 1 else "")
-            for assertion, lines in grouped.items()}
+    return {assertion: lines[0] + _also(lines[1:]) for assertion, lines in grouped.items()}
+
+
+def _also(lines):
+    """The codes of the other lines: `` (also: LOSS_AT_CHANCE x2)``."""
+    counts = {}
+    for line in lines:
+        word = line.split(" ")[0]
+        word = word if word.isupper() else "failed verdict"
+        counts[word] = counts.get(word, 0) + 1
+    named = [word + (f" x{n}" if n > 1 else "") for word, n in counts.items()]
+    return f" (also: {', '.join(named)})" if named else ""
 
 
 if __name__ == "__main__":

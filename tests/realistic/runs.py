@@ -1,6 +1,7 @@
 """Running the realistic setups: monitored and plain runs (cached per process), the tools as a
 user calls them, hook snapshots, and the xfail table turned into pytest parameters."""
 import functools
+import math
 import sys
 from dataclasses import dataclass
 
@@ -38,6 +39,8 @@ class MonitoredRun:
     losses: list
     findings: list
     report: str
+    unseen: list           # layers the report lists without statistics at the last sampled step
+    classes: object        # the class count the loss checks read off the output, if any
     state: dict
     hooks_before: dict
     hooks_after: dict
@@ -47,14 +50,36 @@ class MonitoredRun:
 @functools.lru_cache(maxsize=None)
 def monitored_run(name):
     """``setup.steps`` iterations under ``Monitor(model, optimizer, every=setup.every)``."""
+    ran = modules_called(name)
     setup = build(name)
     hooks_before = hook_snapshot(setup)
     with Monitor(setup.model, setup.optimizer, every=setup.every) as monitor:
         losses = train(setup, monitor=monitor)
         report = monitor.report()
     return MonitoredRun(losses=losses, findings=list(report.findings), report=str(report),
+                        unseen=[layer.name for layer in report.layers
+                                if not math.isfinite(layer.mean) and layer.name in ran],
+                        classes=report.loss.get("classes"),
                         state=model_state(setup), hooks_before=hooks_before,
                         hooks_after=hook_snapshot(setup), output_hooks=_output_hooks(setup))
+
+
+def modules_called(name):
+    """Names of the modules whose forward runs (MultiheadAttention's out_proj, for one, is only
+    a weight holder), found with forward hooks on a fresh copy of the setup."""
+    setup = build(name)
+    model, prefix = setup.model, ""
+    if "plain_model" in setup.extra:        # a compiled model: its modules, uncompiled
+        model, prefix = setup.extra["plain_model"], "_orig_mod."
+    ran = set()
+    handles = [module.register_forward_hook(lambda *_, name=name: ran.add(prefix + name))
+               for name, module in model.named_modules() if name]
+    try:
+        call(model, setup.tool_batch(4)[0])
+    finally:
+        for handle in handles:
+            handle.remove()
+    return ran
 
 
 @functools.lru_cache(maxsize=None)

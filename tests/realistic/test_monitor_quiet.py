@@ -22,6 +22,16 @@ def test_monitor_raises_no_warning_or_error(name):
         + "\n\n" + run.report
 
 
+@pytest.mark.parametrize("name", cases("sees"))
+def test_monitor_sees_every_layer_and_the_logits(name):
+    """A blind spot must not pass for quiet: every layer listed has statistics, and the loss
+    checks read the classes off the logits (not off features, and not switched off)."""
+    run = monitored_run(name)
+    assert not run.unseen, f"layers without statistics: {run.unseen}"
+    assert run.classes == build(name).classes, \
+        f"the loss checks read {run.classes} classes; the logits have {build(name).classes}"
+
+
 @pytest.mark.parametrize("name", cases("identical"))
 def test_training_is_bit_identical_with_the_monitor(name):
     run = monitored_run(name)

@@ -68,18 +68,20 @@ def main(argv=None):
                 quoted = "\n         ".join(repr(part) for part in _chunks(reason, 80))
                 print(f"    ({name!r}, {assertion!r}):\n        ({quoted}),")
         return
-    pairs, lines, total = 0, 0, time.perf_counter()
+    pairs, lines, total, cpu_total = 0, 0, time.perf_counter(), time.process_time()
     print(f"{'setup':<28} | {'tool':<15} | current false alarm / crash")
     for name in names:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         rows = inventory(name, info=args.info)
         pairs += len(known_false_alarms(rows))
         lines += len(rows)
         for tool, line in rows or [("-", "quiet")]:
             print(f"{name:<28} | {tool:<15} | {line}")
-        print(f"{name:<28} | {'(time)':<15} | {time.perf_counter() - start:.2f} s", flush=True)
+        print(f"{name:<28} | {'(time)':<15} | {time.perf_counter() - start:.2f} s wall, "
+              f"{time.process_time() - cpu:.2f} s CPU", flush=True)
     print(f"{len(names)} setups: {pairs} (setup, check) pairs with a false alarm or crash, "
-          f"{lines} lines, in {time.perf_counter() - total:.1f} s")
+          f"{lines} lines, in {time.perf_counter() - total:.1f} s wall, "
+          f"{time.process_time() - cpu_total:.1f} s CPU")
 
 
 def _chunks(text, width):

@@ -873,19 +873,9 @@ KNOWN_FALSE_ALARMS = {
     ('transformer_warmup_plateau', 'monitor'):
         ('LOSS_PLATEAU [warning] the loss has stayed at 0.6833 for the last 50 steps, 2.6% '
          'below where it started (0.7015) (also: LOSS_AT_CHANCE)'),
-    ('transformer_warmup_plateau', 'preflight'):
-        ('OVERFIT_FAILED [warning] with your optimizer (Adam, lr 2e-05) the loss went from '
-         '0.6586 to 0.5909 in 200 steps without reaching 0.03293; Adam(lr=0.003) on the '
-         'same batch reaches its target in 35 steps: the model and the loss can learn, the '
-         'optimizer settings are slow'),
     ('multihead_attention', 'monitor'):
         ('LOSS_PLATEAU [warning] the loss has stayed at 0.683 for the last 50 steps, 5.4% '
          'below where it started (0.7216) (also: LOSS_AT_CHANCE)'),
-    ('multihead_attention', 'preflight'):
-        ('OVERFIT_FAILED [warning] with your optimizer (Adam, lr 2e-05) the loss went from '
-         '0.7199 to 0.6734 in 200 steps without reaching 0.03466; Adam(lr=0.003) on the '
-         'same batch reaches its target in 52 steps: the model and the loss can learn, the '
-         'optimizer settings are slow'),
     ('lstm_packed', 'sees'):
         ('layers without statistics: rnn'),
     ('lstm_packed', 'find_lr'):
@@ -896,42 +886,10 @@ KNOWN_FALSE_ALARMS = {
          "'lengths'"),
     ('dict_output', 'sees'):
         ('the loss checks read None classes; the logits have 4'),
-    ('dict_output', 'preflight'):
-        ('FAIL forward: forward returned dict, not a torch tensor'),
-    ('dict_output', 'overfit'):
-        ("CRASH AttributeError: 'dict' object has no attribute 'detach'"),
     ('tuple_output', 'sees'):
         ('the loss checks read 32 classes; the logits have 4'),
-    ('tuple_output', 'preflight'):
-        ('FAIL forward: forward returned tuple, not a torch tensor'),
-    ('tuple_output', 'overfit'):
-        ("CRASH AttributeError: 'tuple' object has no attribute 'detach'"),
-    ('keyword_input', 'preflight'):
-        ('CRASH DiagnosticsError: inputs: expected a torch tensor or a NumPy array, got '
-         'builtins.dict'),
-    ('keyword_input', 'overfit'):
-        ('CRASH DiagnosticsError: inputs: expected a torch tensor or a NumPy array, got '
-         'builtins.dict'),
-    ('keyword_input', 'find_lr'):
-        ('CRASH DiagnosticsError: data: expected batches that are (inputs, targets) pairs, '
-         'got dict'),
-    ('keyword_input', 'check_gradients'):
-        ('CRASH DiagnosticsError: inputs: expected a torch tensor, a NumPy array, or a '
-         'tuple of them, got builtins.dict'),
     ('dict_logits_and_loss', 'sees'):
         ('the loss checks read None classes; the logits have 2'),
-    ('dict_logits_and_loss', 'preflight'):
-        ('CRASH DiagnosticsError: inputs: expected a torch tensor or a NumPy array, got '
-         'builtins.dict'),
-    ('dict_logits_and_loss', 'overfit'):
-        ('CRASH DiagnosticsError: inputs: expected a torch tensor or a NumPy array, got '
-         'builtins.dict'),
-    ('dict_logits_and_loss', 'find_lr'):
-        ('CRASH DiagnosticsError: data: expected batches that are (inputs, targets) pairs, '
-         'got dict'),
-    ('dict_logits_and_loss', 'check_gradients'):
-        ('CRASH DiagnosticsError: inputs: expected a torch tensor, a NumPy array, or a '
-         'tuple of them, got builtins.dict'),
     ('compiled', 'sees'):
         ('layers without statistics: _orig_mod.0, _orig_mod.1, _orig_mod.2, _orig_mod.3, '
          '_orig_mod.4'),
@@ -952,17 +910,8 @@ KNOWN_FALSE_ALARMS = {
          'its weight: zeroed (all elements). Worst element backbone.0.weight[1, 8]: '
          'numerical 7.3204e-03, analytical 0.0000e+00. (also: GRADIENT_MISMATCH x3, failed '
          'verdict)'),
-    ('causal_lm', 'preflight'):
-        ('LABEL_DTYPE [warning] int64 targets for a loss on float32 outputs of the same '
-         'layout; BCE and MSE need floating targets (torch raises on the dtype) (also: '
-         'SHAPE_BROADCAST)'),
-    ('causal_lm', 'check_gradients'):
-        ('CRASH DiagnosticsError: targets: expected class indices of shape (4, 12) for a '
-         'model output of shape (4, 11, 12), got shape (4, 11)'),
     ('mg_dict_output', 'sees'):
         ('the loss checks read None classes; the logits have 4'),
-    ('mg_dict_output', 'preflight'):
-        ('FAIL forward: forward returned dict, not a minigrad tensor'),
     ('mg_frozen_backbone', 'monitor'):
         ('NO_GRADIENT [warning] no gradient reached backbone.0.weight, backbone.0.bias in '
          '7 sampled steps while other parameters got one: the graph is cut at or after '

@@ -60,3 +60,14 @@ def _standardized(x, train):
 def _split(x, y, train):
     x = x.astype(np.float32)
     return DataSet(x[:train], y[:train], x[train:], y[train:])
+
+
+def zen_text(*, seed=0, length=16, test=8):
+    """The Zen of Python as padded next-character windows (``text.sequences``), shuffled by
+    ``seed``; the last ``test`` windows are the test set."""
+    from .text import sequences
+
+    x, y = sequences(length=length)
+    order = np.random.default_rng(seed).permutation(len(x))
+    x, y = x[order], y[order]
+    return DataSet(x[:-test], y[:-test], x[-test:], y[-test:])

@@ -56,10 +56,12 @@ def check_output(backend, output, targets):
         return
     out_shape, target_shape = tuple(output.shape), tuple(targets.shape)
     kind = backend.to_numpy(targets).dtype.kind
-    if kind in "iu":
-        expected = out_shape[:1] + out_shape[2:] if len(out_shape) >= 2 else ()
-        require(target_shape == expected, "targets",
-                f"class indices of shape {expected} for a model output of shape {out_shape}",
+    if kind in "iu":   # (N, C, ...) logits, or (N, ..., C) as a sequence model's loss flattens
+        expected = [out_shape[:1] + out_shape[2:], out_shape[:-1]] if len(out_shape) >= 2 \
+            else [()]
+        shown = " or ".join(str(s) for s in dict.fromkeys(expected))
+        require(target_shape in expected, "targets",
+                f"class indices of shape {shown} for a model output of shape {out_shape}",
                 f"shape {target_shape}")
     else:
         require(target_shape == out_shape, "targets",

@@ -24,6 +24,7 @@ class GPTConfig:
     heads: int = 4
     layers: int = 2
     dropout: float = 0.0
+    init_std: float | None = 0.02   # nanoGPT's initialisation; None keeps the layers' defaults
 
 
 @functools.cache
@@ -90,7 +91,8 @@ def gpt_classes(nn):
             self.ln_f = nn.LayerNorm(config.width)
             self.lm_head = nn.Linear(config.width, config.vocab_size, bias=False)
             self.lm_head.weight = self.wte.weight          # weight tying
-            _init_weights(nn, self, config)
+            if config.init_std is not None:
+                _init_weights(nn, self, config)
 
         def forward(self, idx):
             length = idx.shape[1]
@@ -124,13 +126,15 @@ class _Classes:
 
 
 def _init_weights(nn, model, config):
-    """nanoGPT's: N(0, 0.02) weights and embeddings, zero biases, residual projections scaled
-    down by sqrt(2 * layers)."""
+    """nanoGPT's: N(0, init_std) weights and embeddings, zero biases, residual projections
+    scaled down by sqrt(2 * layers)."""
     for name, param in model.named_parameters():
         if name.endswith("bias"):
             nn.init.zeros_(param)
         elif param.ndim == 2:
-            std = 0.02 / math.sqrt(2 * config.layers) if name.endswith("c_proj.weight") else 0.02
+            std = config.init_std
+            if name.endswith("c_proj.weight"):
+                std /= math.sqrt(2 * config.layers)
             nn.init.normal_(param, mean=0.0, std=std)
 
 

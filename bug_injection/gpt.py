@@ -61,7 +61,7 @@ def gpt_classes(nn):
         def __init__(self, config):
             super().__init__()
             self.c_fc = nn.Linear(config.width, 4 * config.width)
-            self.gelu = nn.GELU()
+            self.gelu = nn.GELU(approximate="tanh")   # GPT-2's
             self.c_proj = nn.Linear(4 * config.width, config.width)
             self.dropout = nn.Dropout(config.dropout)
 

@@ -100,7 +100,7 @@ def _scale(q, scale):
 
 
 def _softmax(scores):
-    return attention.softmax_array(np.array(scores, dtype=np.float64))
+    return attention.softmax_array(np.asarray(scores, dtype=np.float64))
 
 
 def _causal_probs(q, k, scale):

@@ -32,14 +32,15 @@ class ScaledDotProductAttention(Function):
                              f"and value {v.shape} do not fit (E of query and key, S of key "
                              f"and value must agree)")
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-        scores = q @ np.swapaxes(k, -1, -2) * q.dtype.type(scale)
+        scores = q @ np.swapaxes(k, -1, -2)
+        scores *= q.dtype.type(scale)
         if is_causal:
             attn_mask = np.tril(np.ones(scores.shape[-2:], dtype=bool))
         if attn_mask is not None and attn_mask.dtype == bool:
             scores = np.where(attn_mask, scores, -np.inf)
         elif attn_mask is not None:
             scores = scores + attn_mask
-        probs = softmax_array(scores)
+        probs = softmax_array(scores, in_place=True)
         weights = probs
         drop = None
         if dropout_p > 0:
@@ -69,14 +70,17 @@ class ScaledDotProductAttention(Function):
                 unbroadcast(grad_v, v.shape), grad_mask, None, None, None)
 
 
-def softmax_array(scores):
-    """Softmax over the last axis; a row with every score at -inf gives NaN, as in torch."""
-    shifted = scores - scores.max(axis=-1, keepdims=True)
-    out = np.exp(shifted, out=shifted)
+def softmax_array(scores, *, in_place=False):
+    """Softmax over the last axis (into ``scores`` itself when ``in_place``); a row with every
+    score at -inf gives NaN, as in torch."""
+    out = scores if in_place else np.array(scores, copy=True)
+    out -= out.max(axis=-1, keepdims=True)
+    np.exp(out, out=out)
     out /= out.sum(axis=-1, keepdims=True)
     return out
 
 
 def softmax_backward_array(probs, grad_probs):
     """d scores from d probs: ``p * (g - sum(g * p))`` over the last axis."""
-    return probs * (grad_probs - (grad_probs * probs).sum(axis=-1, keepdims=True))
+    weighted = grad_probs * probs
+    return probs * (grad_probs - weighted.sum(axis=-1, keepdims=True))

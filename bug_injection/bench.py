@@ -36,8 +36,8 @@ class Setup:
     """
 
     architecture: str
-    data: str           # "blobs", "images" or "regression" (see ``datasets``)
-    loss: str           # "cross_entropy" or "mse"
+    data: str           # "blobs", "images", "regression" or "zen_text" (see ``datasets``)
+    loss: str           # "cross_entropy", "mse" or "next_token" (a language model's)
     loop: Loop = Loop()
     logit_rms: float | None = None
 
@@ -51,6 +51,7 @@ SETUPS = {
     "layer_norm_net": Setup("layer_norm_net", "blobs", "cross_entropy"),
     "batch_norm_net": Setup("batch_norm_net", "blobs", "cross_entropy"),
     "deep_net": Setup("deep_net", "blobs", "cross_entropy", Loop(lr=0.05)),
+    "tiny_gpt": Setup("tiny_gpt", "zen_text_8", "next_token", Loop(batch_size=8, lr=0.5)),
 }
 
 
@@ -160,4 +161,8 @@ def _to_tensor(backend, array):
 
 
 def _loss_module(nn, loss):
+    if loss == "next_token":
+        from .gpt import gpt_classes
+
+        return gpt_classes(nn).NextTokenLoss()
     return nn.CrossEntropyLoss() if loss == "cross_entropy" else nn.MSELoss()

@@ -10,7 +10,7 @@ codes must appear, raised by the diagnostic ``probe`` names.
 from dataclasses import dataclass
 from typing import Callable
 
-from . import data, gradient, init, numerics, training_loop
+from . import data, gradient, init, numerics, training_loop, transformer
 from .models import BACKENDS
 
 KINDS = ("gradient", "training loop", "init", "numerics", "data")
@@ -119,6 +119,38 @@ _CATALOG = (
               setup="batch_norm_net", module="1", path="input",
               description="BatchNorm's input gradient (training mode) lacks the term from the "
                           "batch mean"),
+    # ------------------------------------------- gradient, transformer (tiny_gpt, gpt.py)
+    _gradient("attention_mask_not_in_backward", transformer.plant_attention_mask_not_in_backward,
+              setup="tiny_gpt", module="blocks.0.attn", path="internal",
+              description="attention's backward recomputes the weights without the causal mask "
+                          "(forward masks the future, backward does not)"),
+    _gradient("attention_softmax_no_subtraction",
+              transformer.plant_attention_softmax_no_subtraction, setup="tiny_gpt",
+              module="blocks.0.attn", path="internal",
+              description="attention's softmax backward lacks its subtraction term: p * g "
+                          "instead of p * (g - sum(p * g))"),
+    _gradient("attention_scale_forward_only", transformer.plant_attention_scale_forward_only,
+              setup="tiny_gpt", module="blocks.0.attn", path="internal",
+              description="the 1/sqrt(d) score scale is applied in forward only; the query and "
+                          "key gradients miss it"),
+    _gradient("attention_values_untransposed",
+              transformer.plant_attention_values_untransposed, setup="tiny_gpt",
+              module="blocks.0.attn", path="internal",
+              description="the value gradient is P @ g where P.T @ g belongs (silent: "
+                          "self-attention's weights are square)"),
+    _gradient("embedding_grad_assigned", transformer.plant_embedding_grad_assigned,
+              setup="tiny_gpt", module="wte", path="weight",
+              description="the embedding backward assigns grad[idx] = g instead of adding: "
+                          "a repeated token keeps one of its gradients"),
+    _gradient("cross_entropy_counts_ignored", transformer.plant_cross_entropy_counts_ignored,
+              setup="tiny_gpt", module="loss", path="input", pattern="scale",
+              description="the next-token loss ignores padding in forward but its backward "
+                          "divides by every position, padding included"),
+    _gradient("tied_weight_gradient_overwritten", transformer.plant_tied_gradient_overwritten,
+              setup="tiny_gpt", module="wte", path="weight",
+              description="the embedding weight shared with the output head (wte.weight) gets "
+                          "only the embedding's gradient: minigrad's engine overwrites the "
+                          "head's with it; in torch the head's Function drops its part"),
     # ------------------------------------------------------------- training loop
     Bug(name="missing_zero_grad", kind="training loop", setup="mlp",
         plant=training_loop.missing_zero_grad, probe="monitor", codes=("STALE_GRADIENTS",),

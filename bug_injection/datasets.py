@@ -60,3 +60,27 @@ def _standardized(x, train):
 def _split(x, y, train):
     x = x.astype(np.float32)
     return DataSet(x[:train], y[:train], x[train:], y[train:])
+
+
+def zen_text(*, seed=0, length=16, test=8):
+    """The Zen of Python as padded next-character windows (``text.sequences``), shuffled by
+    ``seed`` so that every run of four rows holds a line end with its padding (while they
+    last), as a batch of padded lines does; the last ``test`` windows are the test set."""
+    from .text import IGNORE_INDEX, sequences
+
+    x, y = sequences(length=length)
+    rng = np.random.default_rng(seed)
+    padded = (y == IGNORE_INDEX).any(axis=1)
+    ends, middles = rng.permutation(np.flatnonzero(padded)), rng.permutation(
+        np.flatnonzero(~padded))
+    order = []
+    while len(ends) or len(middles):
+        order += list(ends[:1]) + list(middles[:3])
+        ends, middles = ends[1:], middles[3:]
+    x, y = x[order], y[order]
+    return DataSet(x[:-test], y[:-test], x[-test:], y[-test:])
+
+
+def zen_text_8(*, seed=0):
+    """``zen_text`` in windows of 8 characters (the hunt's tiny GPT)."""
+    return zen_text(seed=seed, length=8)

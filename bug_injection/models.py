@@ -63,9 +63,21 @@ def deep_net(nn):
     return model
 
 
+def tiny_gpt(nn):
+    """A 1-block character-level GPT over the Zen of Python's characters (``gpt.py``), small
+    so that a gradient check (thousands of forward passes) takes seconds. The layers keep
+    their default initialisation (N(0, 1) embeddings): attention is far from uniform, so the
+    query and key gradients are not negligible next to the value gradients."""
+    from .gpt import GPTConfig, gpt_classes
+    from .text import vocabulary
+
+    return gpt_classes(nn).GPT(GPTConfig(vocab_size=len(vocabulary()), block_size=8, width=8,
+                                         heads=2, layers=1, init_std=None))
+
+
 ARCHITECTURES = {"mixed_mlp": mixed_mlp, "mlp": mlp, "regressor": regressor, "cnn": cnn,
                  "layer_norm_net": layer_norm_net, "batch_norm_net": batch_norm_net,
-                 "deep_net": deep_net}
+                 "deep_net": deep_net, "tiny_gpt": tiny_gpt}
 
 
 def reference_model(name, backend, *, seed=0):

@@ -48,11 +48,17 @@ def backward(root, grad=None, *, retain_graph=False):
                 f"its saved arrays were freed. Pass retain_graph=True to the first backward()")
         for inp, inp_grad in zip(ctx.inputs, _call_backward(ctx, grad)):
             if inp_grad is not None:
-                key = id(inp)
-                earlier = pending.get(key)
-                pending[key] = inp_grad if earlier is None else earlier + inp_grad
+                _send(pending, inp, inp_grad)
         if not retain_graph:
             ctx.release()
+
+
+def _send(pending, tensor, grad):
+    """Add ``grad`` to what ``tensor`` has received so far in this pass: a tensor used twice
+    (a residual, a tied weight) gets the sum of both uses."""
+    key = id(tensor)
+    earlier = pending.get(key)
+    pending[key] = grad if earlier is None else earlier + grad
 
 
 def _run_hooks(tensor, grad):

@@ -20,6 +20,17 @@ import numpy as np
 
 from .grad_mode import is_grad_enabled
 
+# The class ``apply`` wraps results in. tensor.py names it once, right after defining Tensor
+# (``use_tensor_class``): Tensor's methods call the ops, the ops subclass Function, so Function
+# must not import Tensor, or the three modules would import each other in a circle.
+Tensor = None
+
+
+def use_tensor_class(cls):
+    """Make ``cls`` the tensor type that ``Function.apply`` reads inputs from and returns."""
+    global Tensor
+    Tensor = cls
+
 
 class ShapeError(ValueError):
     """An op got inputs whose shapes don't fit; the message names the op and the shapes."""
@@ -95,6 +106,3 @@ class Function:
 
 def _shapes(arrays):
     return ", ".join(str(x.shape) for x in arrays if isinstance(x, np.ndarray))
-
-
-from .tensor import Tensor  # noqa: E402  (tensor.py imports the ops, which import this module)

@@ -1,6 +1,7 @@
 """Functions over Tensors, like ``torch.nn.functional``; each calls one op's ``Function.apply``."""
 from .ops import activation, arithmetic, linalg, loss, shape, softmax as softmax_ops
-from .ops import conv, dropout as dropout_ops, normalization, pooling
+from .ops import attention, conv, dropout as dropout_ops, embedding as embedding_ops
+from .ops import normalization, pooling
 from .tensor import Tensor
 
 
@@ -58,9 +59,13 @@ def log_softmax(x, dim):
     return softmax_ops.LogSoftmax.apply(x, dim)
 
 
-def cross_entropy(input, target, *, reduction="mean"):
-    """Log-softmax + NLL; ``target`` is int64 class indices or float class probabilities."""
-    return loss.CrossEntropy.apply(input, target, reduction)
+def cross_entropy(input, target, *, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    """Log-softmax + NLL; ``target`` is int64 class indices or float class probabilities.
+
+    Index targets equal to ``ignore_index`` are left out (of the mean's count too);
+    ``label_smoothing`` mixes the targets with the uniform distribution, as in torch.
+    """
+    return loss.CrossEntropy.apply(input, target, reduction, ignore_index, label_smoothing)
 
 
 def mse_loss(input, target, *, reduction="mean"):
@@ -85,6 +90,20 @@ def dropout(input, p=0.5, training=True):
     return dropout_ops.Dropout.apply(input, p, training)
 
 
+def embedding(input, weight):
+    """Rows of ``weight`` picked by the integer tensor ``input``: shape ``input.shape + (D,)``."""
+    return embedding_ops.Embedding.apply(input, weight)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None):
+    """``softmax(query @ key.T * scale + mask) @ value`` as torch computes it (one op)."""
+    if not 0 <= dropout_p <= 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
+    return attention.ScaledDotProductAttention.apply(query, key, value, attn_mask, dropout_p,
+                                                     is_causal, scale)
+
+
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
     """Normalize per channel (axis 1); in training, update the running buffers in place."""
@@ -99,4 +118,5 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 __all__ = ["linear", "relu", "leaky_relu", "sigmoid", "tanh", "gelu", "clip", "clamp", "cat",
            "concatenate", "stack", "matmul", "Tensor", "softmax", "log_softmax",
            "cross_entropy", "mse_loss", "binary_cross_entropy_with_logits", "conv2d",
-           "max_pool2d", "dropout", "batch_norm", "layer_norm"]
+           "max_pool2d", "dropout", "batch_norm", "layer_norm", "embedding",
+           "scaled_dot_product_attention"]

@@ -4,7 +4,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import autograd
+from . import autograd, function
 from .ops import activation, arithmetic, linalg, reduction, shape
 
 float32, float64, int64 = np.float32, np.float64, np.int64
@@ -359,6 +359,9 @@ class Tensor:
         from . import functional
 
         return functional.log_softmax(self, dim)
+
+
+function.use_tensor_class(Tensor)
 
 
 # ---------------------------------------------------------------------- factories

@@ -30,6 +30,10 @@ SCENARIOS = {entry.name: entry for entry in (
           "'transpose' named, debugging log written as Markdown", options=("out_dir",)),
     Entry("minigrad_vs_torch",
           "the same net in minigrad and torch; every gradient agrees to 1e-10"),
+    Entry("tiny_gpt",
+          "a character-level GPT trained side by side in minigrad and torch; attention's "
+          "backward forgets the causal mask, localized on both, debugging log as Markdown",
+          options=("out_dir",)),
 )}
 
 

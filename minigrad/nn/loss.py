@@ -15,10 +15,18 @@ class _Loss(Module):
 
 
 class CrossEntropyLoss(_Loss):
-    """Log-softmax + NLL over dim 1; targets are int64 class indices or class probabilities."""
+    """Log-softmax + NLL over dim 1; targets are int64 class indices or class probabilities.
+
+    ``ignore_index`` and ``label_smoothing`` as in torch (see ``functional.cross_entropy``).
+    """
+
+    def __init__(self, *, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+        super().__init__(reduction=reduction)
+        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, input, target):
-        return F.cross_entropy(input, target, reduction=self.reduction)
+        return F.cross_entropy(input, target, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
 class MSELoss(_Loss):

@@ -174,20 +174,13 @@ class Module:
         """Parameters and buffers by name, as detached tensors sharing the module's data.
 
         Ordered as torch orders them: module by module, each module's parameters then buffers.
+        A tensor shared by two modules (tied weights) is listed under both names, as in torch.
         """
-        state, seen = OrderedDict(), set()
-        for module_name, module in self.named_modules():
-            prefix = f"{module_name}." if module_name else ""
-            for name, value in itertools.chain(module._parameters.items(), module._buffers.items()):
-                if value is not None and id(value) not in seen:
-                    seen.add(id(value))
-                    state[prefix + name] = Tensor(value.data)
-        return state
+        return OrderedDict((name, Tensor(value.data)) for name, value in self._state_entries())
 
     def load_state_dict(self, state_dict, strict=True):
         """Copy values in (minigrad or torch tensors, or ndarrays); shapes must match."""
-        own = dict(self.named_parameters())
-        own.update(self.named_buffers())
+        own = dict(self._state_entries())
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
@@ -202,6 +195,14 @@ class Module:
                                  f"state dict but {target.shape} in the module")
             target.data[...] = array
         return missing, unexpected
+
+    def _state_entries(self):
+        """(name, tensor) of every parameter and buffer, shared ones under each of their names."""
+        for module_name, module in self.named_modules():
+            prefix = f"{module_name}." if module_name else ""
+            for name, value in itertools.chain(module._parameters.items(), module._buffers.items()):
+                if value is not None:
+                    yield prefix + name, value
 
     # -------------------------------------------------------------------- hooks
     def register_forward_pre_hook(self, hook, *, with_kwargs=False):

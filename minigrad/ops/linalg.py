@@ -40,7 +40,7 @@ class Linear(Function):
     @staticmethod
     def forward(ctx, x, weight, bias=None):
         ctx.save_for_backward(x, weight)
-        out = x @ weight.T
+        out = _rows_dot(x, weight.T)
         if bias is not None:
             out += bias
         return out
@@ -48,10 +48,18 @@ class Linear(Function):
     @staticmethod
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
-        grad_x = grad @ weight if ctx.needs_input_grad[0] else None
+        grad_x = _rows_dot(grad, weight) if ctx.needs_input_grad[0] else None
         grad_w = grad_b = None
         if ctx.needs_input_grad[1]:
-            grad_w = grad.reshape(-1, grad.shape[-1]).T @ x.reshape(-1, x.shape[-1])
+            grad_w = np.dot(grad.reshape(-1, grad.shape[-1]).T, x.reshape(-1, x.shape[-1]))
         if len(ctx.needs_input_grad) > 2 and ctx.needs_input_grad[2]:
             grad_b = grad.reshape(-1, grad.shape[-1]).sum(axis=0)
         return (grad_x, grad_w, grad_b)[: len(ctx.inputs)]
+
+
+def _rows_dot(x, matrix):
+    """``x @ matrix`` over the last axis of ``x``, as one 2-d product: ``np.dot`` hands a
+    transposed ``matrix`` to BLAS as it is, where ``@`` on a stack of rows may copy it."""
+    if x.ndim <= 2:
+        return np.dot(x, matrix)
+    return np.dot(x.reshape(-1, x.shape[-1]), matrix).reshape(x.shape[:-1] + matrix.shape[1:])

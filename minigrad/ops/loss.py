@@ -16,40 +16,65 @@ class CrossEntropy(Function):
 
     ``logits`` is (C,) or (N, C, d1, ...); ``target`` holds class indices (integers, the
     logits' shape without the class dim) or class probabilities (floats, the logits' shape).
-    For index targets and the mean, backward is ``(softmax - onehot) / N``.
+    As torch: index targets equal to ``ignore_index`` add nothing and are left out of the
+    mean's count; ``label_smoothing`` mixes the target with the uniform distribution,
+    ``(1 - eps) * target + eps / C``. For index targets and the mean, backward is
+    ``(softmax - smoothed onehot) / kept``, zero on ignored positions.
     """
 
     @staticmethod
-    def forward(ctx, logits, target, reduction="mean"):
+    def forward(ctx, logits, target, reduction="mean", ignore_index=-100, label_smoothing=0.0):
         check_reduction("cross_entropy", reduction)
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got "
+                             f"{label_smoothing}")
         axis = _class_axis(logits)
-        indices = _check_ce_target(logits, target, axis)
+        indices = _check_ce_target(logits, target, axis, ignore_index)
         log_probs = log_softmax_array(logits, axis)
+        classes = logits.shape[axis]
         if indices:
-            losses = -np.take_along_axis(log_probs, np.expand_dims(target, axis), axis)
-            losses = losses.squeeze(axis)
+            kept = target != ignore_index
+            safe = np.where(kept, target, 0)
+            nll = -np.take_along_axis(log_probs, np.expand_dims(safe, axis), axis).squeeze(axis)
+            losses = (1 - label_smoothing) * nll
+            if label_smoothing:
+                losses = losses - label_smoothing / classes * log_probs.sum(axis=axis)
+            losses = np.where(kept, losses, 0).astype(logits.dtype, copy=False)
+            count = int(kept.sum())
+            target = safe
         else:
+            kept = None
             target = target.astype(logits.dtype, copy=False)
+            if label_smoothing:
+                target = (1 - label_smoothing) * target + label_smoothing / classes
             losses = -(target * log_probs).sum(axis=axis)
-        ctx.save_for_backward(log_probs, target)
+            count = losses.size
+        ctx.save_for_backward(log_probs, target, kept)
         ctx.axis, ctx.indices, ctx.reduction = axis, indices, reduction
+        ctx.smoothing, ctx.count = label_smoothing, count
+        if reduction == "mean" and indices:
+            return np.asarray(losses.sum() / count if count else np.nan, dtype=logits.dtype)
         return reduce_losses(losses, reduction)
 
     @staticmethod
     def backward(ctx, grad):
-        log_probs, target = ctx.saved_tensors
-        axis, count = ctx.axis, log_probs.size // log_probs.shape[ctx.axis]
-        scale = spread_loss_grad(grad, ctx.reduction, count)
+        log_probs, target, kept = ctx.saved_tensors
+        axis = ctx.axis
+        scale = spread_loss_grad(grad, ctx.reduction, ctx.count)
         if ctx.reduction == "none":
             scale = np.expand_dims(scale, axis)
         softmax = np.exp(log_probs)
         if ctx.indices:
             onehot = _one_hot(target, log_probs.shape, axis, log_probs.dtype)
-            return (softmax - onehot) * scale, None, None
+            smoothed = (1 - ctx.smoothing) * onehot + ctx.smoothing / log_probs.shape[axis]
+            kept = np.expand_dims(kept, axis)
+            return (softmax - smoothed) * (scale * kept), None, None, None, None
         mass = target.sum(axis=axis, keepdims=True)
         grad_logits = (softmax * mass - target) * scale if ctx.needs_input_grad[0] else None
-        grad_target = -log_probs * scale if ctx.needs_input_grad[1] else None
-        return grad_logits, grad_target, None
+        grad_target = None
+        if ctx.needs_input_grad[1]:
+            grad_target = -log_probs * scale * (1 - ctx.smoothing)
+        return grad_logits, grad_target, None, None, None
 
 
 class MSELoss(Function):
@@ -123,7 +148,7 @@ def _class_axis(logits):
     return 1 if logits.ndim >= 2 else 0
 
 
-def _check_ce_target(logits, target, axis):
+def _check_ce_target(logits, target, axis, ignore_index):
     """True for class-index targets, False for probabilities; a clear error for anything else."""
     index_shape = logits.shape[:axis] + logits.shape[axis + 1:]
     if target.dtype.kind in "iu":
@@ -132,10 +157,11 @@ def _check_ce_target(logits, target, axis):
                 f"cross_entropy: class-index targets for an input of shape {logits.shape} must "
                 f"have shape {index_shape} (one class per sample), got {target.shape}")
         classes = logits.shape[axis]
-        if target.size and (target.min() < 0 or target.max() >= classes):
+        counted = target[target != ignore_index]
+        if counted.size and (counted.min() < 0 or counted.max() >= classes):
             raise IndexError(
-                f"cross_entropy: class indices must lie in [0, {classes}), got values from "
-                f"{target.min()} to {target.max()}")
+                f"cross_entropy: class indices must lie in [0, {classes}) or equal ignore_index "
+                f"({ignore_index}), got values from {counted.min()} to {counted.max()}")
         return True
     if target.dtype.kind == "f":
         if target.shape == logits.shape:

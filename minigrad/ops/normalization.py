@@ -79,14 +79,13 @@ class LayerNorm(Function):
         normalized_shape = _as_shape(normalized_shape)
         _check_layer_shapes(x, normalized_shape, weight=weight, bias=bias)
         axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
-        mean = x.mean(axis=axes, keepdims=True)
-        centered = x - mean
-        var = np.mean(centered * centered, axis=axes, keepdims=True)
+        x_hat = x - x.mean(axis=axes, keepdims=True)
+        var = np.mean(np.square(x_hat), axis=axes, keepdims=True)
         invstd = 1.0 / np.sqrt(var + eps)
-        x_hat = centered * invstd
+        x_hat *= invstd
         out = x_hat if weight is None else x_hat * weight
         if bias is not None:
-            out = out + bias
+            out = out + bias if weight is None else np.add(out, bias, out=out)
         ctx.save_for_backward(x_hat, invstd, weight)
         ctx.axes = axes
         return out

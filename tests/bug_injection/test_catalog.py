@@ -12,7 +12,12 @@ ISSUE_BUGS = {
                  "linear_wrong_scale", "linear_bias_mean", "relu_mask_dropped",
                  "sigmoid_derivative", "tanh_derivative", "conv_kernel_not_flipped",
                  "cross_entropy_not_divided", "add_broadcast_not_reduced",
-                 "layer_norm_no_mean_term", "batch_norm_no_mean_term"],
+                 "layer_norm_no_mean_term", "batch_norm_no_mean_term",
+                 # issue 17: transformer-era, planted in the tiny GPT
+                 "attention_mask_not_in_backward", "attention_softmax_no_subtraction",
+                 "attention_scale_forward_only", "attention_values_untransposed",
+                 "embedding_grad_assigned", "cross_entropy_counts_ignored",
+                 "tied_weight_gradient_overwritten"],
     "training loop": ["missing_zero_grad", "learning_rate_too_high",
                       "optimizer_other_parameters", "detached_graph", "eval_mode_forgotten",
                       "labels_shuffled", "float_labels", "output_target_broadcast"],

@@ -288,6 +288,69 @@ def layer_norms(draw):
     return Case(tuple(parts), {"normalized_shape": normalized})
 
 
+# ------------------------------------------------------- transformer ops (attention, tokens)
+@st.composite
+def attentions(draw):
+    """q, k, v with (broadcast) batch dims, and one of: no mask, causal, a boolean mask (every
+    query sees at least one key), an additive float mask (a differentiable input); maybe a
+    scale."""
+    batch = draw(st.sampled_from([(), (2,), (2, 1), (1, 3)]))
+    length, source, width, value_width = (draw(st.integers(1, 4)) for _ in range(4))
+    kind = draw(st.sampled_from(["none", "causal", "bool", "float"]))
+    if kind == "causal":
+        source = max(source, length)
+    parts = [draw(arrays(batch + (length, width))), draw(arrays(batch[-1:] + (source, width))),
+             draw(arrays(batch[-1:] + (source, value_width)))]
+    params = {"scale": draw(st.sampled_from([None, 0.5])), "is_causal": kind == "causal"}
+    if kind == "float":
+        parts.append(draw(arrays((length, source))))
+    if kind == "bool":
+        sees = draw(class_indices((length, source), 2)).astype(bool)
+        sees[np.arange(length), draw(class_indices((length,), source))] = True
+        params["mask"] = sees
+    return Case(tuple(parts), params)
+
+
+def _attention(functional, to_tensor):
+    def call(q, k, v, float_mask=None, *, scale, is_causal, mask=None):
+        attn_mask = float_mask if mask is None else to_tensor(mask)
+        return functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
+                                                       is_causal=is_causal, scale=scale)
+
+    return call
+
+
+@st.composite
+def embeddings(draw):
+    """A table and indices of any shape, with repeats (a repeated token sums its gradients)."""
+    rows, width = draw(st.integers(1, 5)), draw(st.integers(1, 3))
+    index_shape = draw(shapes(min_dims=0, max_dims=2))
+    return Case((draw(arrays((rows, width))),),
+                {"indices": draw(class_indices(index_shape, rows))})
+
+
+@st.composite
+def language_model_losses(draw):
+    """Index targets, some equal to ``ignore_index`` (-100, or the valid class 1), never all
+    of them (so the mean is defined), with label smoothing."""
+    case = draw(class_index_losses())
+    target = case.params["target"]
+    ignore_index = draw(st.sampled_from([-100, 1]))
+    dropped = draw(class_indices(target.shape, 3)) == 0
+    target = np.where(dropped, ignore_index, target)
+    kept = np.unravel_index(draw(st.integers(0, max(target.size - 1, 0))), target.shape)
+    if target[kept] == ignore_index:
+        target[kept] = 0
+    return Case(case.arrays, dict(case.params, target=target, ignore_index=ignore_index,
+                                  label_smoothing=draw(st.sampled_from([0.0, 0.1, 0.5]))))
+
+
+@st.composite
+def smoothed_soft_target_losses(draw):
+    case = draw(soft_target_losses())
+    return Case(case.arrays, dict(case.params, label_smoothing=draw(st.sampled_from([0.1, 0.3]))))
+
+
 def _batch_norm(functional, to_tensor):
     """A batch_norm call for the registry; each call gets fresh copies of the running buffers."""
     def call(x, weight=None, bias=None, *, running_mean, running_var, training, momentum):
@@ -419,4 +482,22 @@ OPS = [
     OpSpec("batch_norm", _batch_norm(F, mg.tensor), _batch_norm(TF, torch.from_numpy),
            batch_norms()),
     OpSpec("layer_norm", _layer_norm(F), _layer_norm(TF), layer_norms()),
+    OpSpec("scaled_dot_product_attention", _attention(F, mg.tensor),
+           _attention(TF, torch.from_numpy), attentions()),
+    OpSpec("embedding", lambda w, *, indices: F.embedding(mg.tensor(indices), w),
+           lambda w, *, indices: TF.embedding(torch.from_numpy(indices), w), embeddings()),
+    OpSpec("cross_entropy_ignore_index_label_smoothing",
+           lambda x, *, target, reduction, ignore_index, label_smoothing: F.cross_entropy(
+               x, _mg_target(target), reduction=reduction, ignore_index=ignore_index,
+               label_smoothing=label_smoothing),
+           lambda x, *, target, reduction, ignore_index, label_smoothing: TF.cross_entropy(
+               x, _torch_target(target), reduction=reduction, ignore_index=ignore_index,
+               label_smoothing=label_smoothing),
+           language_model_losses()),
+    OpSpec("cross_entropy_probabilities_label_smoothing",
+           lambda x, t, *, reduction, label_smoothing: F.cross_entropy(
+               x, t, reduction=reduction, label_smoothing=label_smoothing),
+           lambda x, t, *, reduction, label_smoothing: TF.cross_entropy(
+               x, t, reduction=reduction, label_smoothing=label_smoothing),
+           smoothed_soft_target_losses()),
 ]

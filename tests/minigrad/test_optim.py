@@ -145,3 +145,18 @@ def test_load_state_dict_checks_group_sizes():
     saved = minigrad.optim.Adam(params).state_dict()
     with pytest.raises(ValueError, match="doesn't match the size"):
         minigrad.optim.Adam(params[:1]).load_state_dict(saved)
+
+
+@given(param_shapes, adam_options, generators(), st.integers(1, 5))
+def test_adamw_matches_torch(shapes_, options, rng, steps):
+    """Decoupled weight decay: ``p *= 1 - lr * wd`` before the Adam step, not an L2 term."""
+    params, twins, optimizer, twin_optimizer = make_pair(
+        shapes_, rng, minigrad.optim.AdamW, torch.optim.AdamW, options)
+    run_steps(params, twins, optimizer, twin_optimizer, rng, steps)
+    assert_match(params, twins, optimizer, twin_optimizer)
+
+
+def test_adamw_default_weight_decay_is_torchs():
+    param = minigrad.nn.Parameter(np.ones(3))
+    assert minigrad.optim.AdamW([param]).defaults["weight_decay"] == torch.optim.AdamW(
+        [torch.nn.Parameter(torch.ones(3))]).defaults["weight_decay"] == 1e-2

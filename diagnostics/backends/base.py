@@ -102,6 +102,10 @@ class Backend(ABC):
         """A context manager that turns off graph recording."""
 
     @abstractmethod
+    def enable_grad(self):
+        """A context manager that turns graph recording on (inside a ``no_grad`` block too)."""
+
+    @abstractmethod
     def grad_enabled(self):
         """True when the framework records a graph now."""
 
@@ -126,6 +130,10 @@ class Backend(ABC):
     def add_tensor_hook(self, tensor, hook):
         """``hook(grad)`` with the gradient arriving at ``tensor``, before it joins ``.grad``."""
         return tensor.register_hook(hook)
+
+    @abstractmethod
+    def node_inputs(self, node):
+        """The graph nodes (or None) that made one graph node's inputs (``grad_fn`` nodes)."""
 
     def hook_keys(self):
         """module name -> {hook dict: keys}: what ``restore`` uses to drop leftover hooks."""

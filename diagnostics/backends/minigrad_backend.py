@@ -37,6 +37,9 @@ class MinigradBackend(Backend):
     def no_grad(self):
         return minigrad.no_grad()
 
+    def enable_grad(self):
+        return minigrad.enable_grad()
+
     def grad_enabled(self):
         return minigrad.is_grad_enabled()
 
@@ -45,6 +48,9 @@ class MinigradBackend(Backend):
         return float(np.asarray(data).reshape(-1)[0])
 
     # ------------------------------------------------------------------ state
+    def node_inputs(self, node):
+        return [getattr(x, "grad_fn", None) for x in node.inputs]
+
     def _copy_tensor(self, tensor):
         data = tensor.data if isinstance(tensor, Tensor) else tensor
         return np.array(data, copy=True)

@@ -57,6 +57,9 @@ class TorchBackend(Backend):
     def no_grad(self):
         return self.torch.no_grad()
 
+    def enable_grad(self):
+        return self.torch.enable_grad()
+
     def grad_enabled(self):
         return self.torch.is_grad_enabled()
 
@@ -72,6 +75,9 @@ class TorchBackend(Backend):
         return _TensorHookHandle(tensor, hook)
 
     # ------------------------------------------------------------------ state
+    def node_inputs(self, node):
+        return [child for child, _ in node.next_functions]
+
     def _copy_tensor(self, tensor):
         return tensor.detach().clone()
 

@@ -10,9 +10,10 @@ culprit. Single elements are checked only in tensors that fail (or in every para
 import numpy as np
 
 from ..backends import get_backend
+from ..batch import Batch
 from ..errors import require
 from ..findings import Finding
-from .calls import prepare_call
+from .declared import check_declared, declared_modules, function_hosts, is_declared
 from .evaluator import Evaluator
 from .localize import INTERNAL, LOSS, locate
 from .patterns import classify
@@ -23,31 +24,50 @@ from .settings import Settings
 
 
 def check_gradients(model, loss_fn, inputs, targets, *, mode="auto", eps=1e-6, rtol=1e-4,
-                    atol=1e-8, probes=3, max_elements=32, seed=0):
+                    atol=1e-8, probes=3, max_elements=32, seed=0, output=None, declared=()):
     """Check ``model``'s gradients of ``loss_fn(model(*inputs), targets)``; a ``GradientReport``.
 
     ``model``: a torch or minigrad module. ``loss_fn(output, targets)``: any callable of the
-    model's framework returning a scalar (an ``nn`` loss module or a function). ``inputs`` and
-    ``targets``: tensors of the model's framework or NumPy arrays, alone or in tuples; integer
-    targets stay integer. A tensor ``targets`` must have the output's shape (float) or the
-    output's shape without the class dimension (class indices). See ``Settings`` for the options.
+    model's framework returning a scalar (an ``nn`` loss module or a function); it gets the
+    model's whole output (a tensor, tuple, dict or dataclass). ``inputs``: tensors of the
+    model's framework or NumPy arrays, alone, in a tuple (positional) or in a dict (keyword
+    arguments). ``targets``: the same, alone or in a tuple; integer targets stay integer.
+    Tensor targets must fit the logits (``diagnostics.outputs`` says which output that is;
+    ``output=`` names it): the logits' shape (float), or class indices for ``(N, C, ...)`` or
+    ``(N, ..., C)`` logits. ``declared``: modules (names or classes) and autograd Function
+    classes whose backward is on purpose not the derivative (gradient reversal, straight-through
+    estimators); a wrong gradient born there is reported as declared (info), not as a bug.
+    See ``Settings`` for the other options.
     """
     settings = Settings(mode=mode, eps=eps, rtol=rtol, atol=atol, probes=probes,
                         max_elements=max_elements, seed=seed)
     backend = get_backend(model)
     require(any(p.requires_grad for _, p in backend.named_parameters()), "model",
             "a module with parameters that require grad", "none")
-    call = prepare_call(backend, loss_fn, inputs, targets)
+    declared = check_declared(backend, declared)
+    batch = Batch.prepare(backend, loss_fn, inputs, targets, output=output, float64=True,
+                          targets_required=False)
     with backend.preserved():
-        copy = backend.clone(dtype=np.float64)
-        with Instrument(copy) as instrument:
-            return _GradientCheck(copy, instrument, call, settings).run()
+        return run_check(backend, batch, settings, declared=declared)
+
+
+def run_check(backend, batch, settings, *, declared=(set(), (), ())):
+    """The check of a prepared float64 ``batch`` on a float64 copy of ``backend``'s model (the
+    caller restores the global RNG states); ``declared`` as ``check_declared`` returns it."""
+    names, module_classes, functions = declared
+    copy = backend.clone(dtype=np.float64)
+    hosts = set()
+    with Instrument(copy) as instrument, function_hosts(functions, instrument, hosts):
+        check = _GradientCheck(copy, instrument, batch, settings)
+        check.declared = lambda: declared_modules(copy, names, module_classes, hosts)
+        return check.run()
 
 
 class _GradientCheck:
-    def __init__(self, backend, instrument, call, settings):
-        self.backend, self.call, self.settings = backend, call, settings
-        self.evaluator = Evaluator(backend, instrument, call)
+    def __init__(self, backend, instrument, batch, settings):
+        self.backend, self.batch, self.settings = backend, batch, settings
+        self.evaluator = Evaluator(backend, instrument, batch)
+        self.declared = set
 
     def run(self):
         analytic = self.evaluator.analytic()
@@ -144,7 +164,7 @@ class _GradientCheck:
         if jacobian is not None and support is not None:
             jacobian = jacobian.reshape(-1)[support]
         self.patterns[key] = classify(analytic, true_slope, rng=self.prober.rng,
-                                      batch_size=self.call.batch_size,
+                                      batch_size=self.batch.batch_size,
                                       jacobian_product=jacobian)
 
     def _jacobian_product(self, point):
@@ -199,7 +219,24 @@ class _GradientCheck:
         points = [self._tensor_check(p.key, p.label, p.shape) for p in self.points]
         checks = dict(parameters)
         checks.update({p.key: c for p, c in zip(self.points, points)})
-        faulty = sorted((n for n, c in parameters.items() if c.status == MISMATCH),
+        declared = self.declared()
+        intended = [b for b in births if is_declared(b.module, declared)]
+        upstream = set()
+        for birth in intended:
+            upstream |= self.evaluator.instrument.upstream(birth.evidence)
+            upstream.add(birth.evidence)
+        owners = {p.module for p in self.points if p.kind == OUTPUT and p.key in upstream}
+
+        def explained(key):
+            """Wrong only because a declared module's backward feeds it."""
+            return key in upstream or (key in parameters and key.rpartition(".")[0] in owners)
+
+        births = [b for b in births if b not in intended and not explained(b.evidence)]
+        mismatched = [k for k, c in checks.items() if c.status == MISMATCH]
+        consequences = [n for n in parameter_names
+                        if parameters[n].status == MISMATCH and explained(n)]
+        faulty = sorted((n for n, c in parameters.items()
+                         if c.status == MISMATCH and n not in consequences),
                         key=lambda n: -parameters[n].max_rel_error)
         evidence = {b.evidence for b in births}
         labels = {p.key: p.label for p in self.points}
@@ -215,13 +252,19 @@ class _GradientCheck:
         findings = [_finding(c) for c in causes]
         if faulty and not causes:
             findings.append(_unlocated_finding(parameters[faulty[0]], faulty))
-        failed = any(c.status == MISMATCH for c in checks.values())
+        findings += [_declared_finding(b, self._module_type(b.module), checks[b.evidence],
+                                       consequences) for b in intended]
+        failed = bool(births) or any(not explained(k) for k in mismatched)
+        notes = _notes(checks.values())
+        if intended:
+            notes.append("gradients upstream of a declared module are changed on purpose and "
+                         "are not judged: " + ", ".join(sorted({b.module for b in intended})))
         return GradientReport(
             passed=not failed, faulty=faulty, culprits=culprits, findings=findings,
             parameters=parameters, points=points, causes=causes,
             forward_evaluations=self.evaluator.forward_evaluations,
             backward_passes=self.evaluator.backward_passes, backend=self.backend.name,
-            mode=self.settings.mode, notes=_notes(checks.values()))
+            mode=self.settings.mode, notes=notes)
 
     def _first_position(self, parameter):
         owner = parameter.rpartition(".")[0]
@@ -282,6 +325,21 @@ def _finding(cause):
                 "affected": list(cause.affected)}
     return Finding("GRADIENT_MISMATCH", "error", cause.module, message + ".", suggestion,
                    evidence)
+
+
+def _declared_finding(birth, module_type, check, consequences):
+    where = f"'{birth.module}' ({module_type})" if birth.module else f"the model ({module_type})"
+    return Finding(
+        "GRADIENT_MISMATCH", "info", birth.module,
+        f"{where} sends back a gradient that is not the derivative of its forward (max "
+        f"relative error {check.max_rel_error:.2g} at {check.name}), as declared"
+        + (f"; {', '.join(consequences)} differ from finite differences as a consequence"
+           if consequences else ""),
+        "nothing to fix if the custom backward is intended (gradient reversal, a "
+        "straight-through estimator); drop it from declared= to check it again",
+        {"declared": True, "module": birth.module, "module_type": module_type,
+         "check": check.to_dict(),
+         "consequences": list(consequences)})
 
 
 def _unlocated_finding(check, faulty):

@@ -24,8 +24,8 @@ class Analytic:
 
 
 class Evaluator:
-    def __init__(self, backend, instrument, call):
-        self.backend, self.instrument, self.call = backend, instrument, call
+    def __init__(self, backend, instrument, batch):
+        self.backend, self.instrument, self.batch = backend, instrument, batch
         self.random_state = backend.rng_state()
         self.parameters = {name: backend.to_numpy(param)
                            for name, param in backend.named_parameters() if param.requires_grad}
@@ -39,7 +39,12 @@ class Evaluator:
         try:
             output, loss = self._run(checked=True)
             self.backward_passes += 1
-            self.backend.backward(loss)
+            try:
+                self.backend.backward(loss)
+            except Exception as error:
+                raise DiagnosticsError(
+                    f"model: expected a backward pass that runs; loss.backward() raised "
+                    f"{type(error).__name__}: {error}") from error
         finally:
             self.instrument.finish_recording()
         gradients = {}
@@ -77,6 +82,9 @@ class Evaluator:
         loss_0 = self.loss()
         bound = 4 * ROUNDING * max(abs(loss_0), abs(analytic_loss), 1e-300)
         if not abs(loss_0 - analytic_loss) <= bound:
+            mutating = self._modules_changing_their_input()
+            if mutating:
+                raise DiagnosticsError(_in_place_message(mutating, analytic_loss, loss_0))
             raise DiagnosticsError(
                 f"model: expected the same loss from two runs on the same batch (finite "
                 f"differences need a deterministic model), got {analytic_loss!r} and {loss_0!r}; "
@@ -84,12 +92,45 @@ class Evaluator:
                 f"generators, or keep state between calls?")
         return loss_0
 
+    def _modules_changing_their_input(self):
+        """``[(name, type)]`` of the modules whose forward overwrites its input in place, seen
+        in one plain run (values compared before and after each call)."""
+        found, before, handles = [], {}, []
+
+        def pre(name):
+            def hook(module, args):
+                before[name] = [(x, self.backend.to_numpy(x)) for x in args
+                                if self.backend.is_tensor(x)]
+            return hook
+
+        def post(name):
+            def hook(module, args, output):
+                changed = any(not np.array_equal(self.backend.to_numpy(x), kept, equal_nan=True)
+                              for x, kept in before.pop(name, []))
+                if changed and name not in dict(found):
+                    found.append((name, type(module).__name__))
+            return hook
+
+        try:
+            for name, module in self.backend.named_modules():
+                handles.append(self.backend.add_forward_pre_hook(module, pre(name)))
+                handles.append(self.backend.add_forward_hook(module, post(name)))
+            self.loss()
+        except Exception:  # the diagnosis is a courtesy: the plain error below still holds
+            pass
+        finally:
+            for handle in handles:
+                handle.remove()
+        names = [name for name, _ in found]
+        return [(name, kind) for name, kind in found if name  # innermost only
+                and not any(other.startswith(name + ".") for other in names)]
+
     def _run(self, *, checked=False):
         self.backend.set_rng_state(self.random_state)
         self.forward_evaluations += 1
         output = self._forward(checked)
         if checked:
-            check_output(self.backend, output, self.call.targets)
+            check_output(self.backend, output, self.batch)
         loss = self._loss(output, checked)
         if checked:
             check_loss(self.backend, loss)
@@ -97,9 +138,9 @@ class Evaluator:
 
     def _forward(self, checked):
         if not checked:
-            return self.call.output(self.backend)
+            return self.batch.forward(self.backend.model)
         try:
-            return self.call.output(self.backend)
+            return self.batch.forward(self.backend.model)
         except DiagnosticsError:
             raise
         except Exception as error:
@@ -109,12 +150,23 @@ class Evaluator:
 
     def _loss(self, output, checked):
         if not checked:
-            return self.call.loss(output)
+            return self.batch.loss(output)
         try:
-            return self.call.loss(output)
+            return self.batch.loss(output)
         except DiagnosticsError:
             raise
         except Exception as error:
             raise DiagnosticsError(
                 f"loss_fn: expected loss_fn(output, targets) to run on the model's output; it "
                 f"raised {type(error).__name__}: {error}") from error
+
+
+def _in_place_message(mutating, first, second):
+    shown = ", ".join(f"'{name}' ({kind})" for name, kind in mutating[:3])
+    return (f"model: expected a forward pass that does not overwrite tensors in place, got "
+            f"{shown} changing its input in place (nn.ReLU(inplace=True), x.relu_(), x += ...). "
+            f"Another variable that still refers to that input (a skip connection: skip = h; "
+            f"h.relu_()) then holds the changed values too, which is rarely what was meant, "
+            f"and the gradient check, which reads each module's input through an identity, "
+            f"sees two different losses ({first!r} and {second!r}). Use the out-of-place form "
+            f"(inplace=False, h = h.relu()) or clone what you keep (skip = h.clone()).")

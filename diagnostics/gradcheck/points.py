@@ -8,7 +8,11 @@ the gradient that flows back through this module only; for an output, the gradie
 of the network sends it. In later passes they add a perturbation to one point, or keep a copy
 of one point's value. Calls are counted per pass, so a module called twice has two points.
 """
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from .. import outputs
 
 INPUT, OUTPUT = "input", "output"
 
@@ -54,6 +58,7 @@ class Instrument:
         self.values = {}        # point key -> value in the recording pass (ndarray)
         self.captured = None    # the value kept by a capturing pass
         self._handles = []
+        self._nodes = {}        # point key -> the graph node of its identity (recording pass)
         self._mode = None
         self._target = self._delta = self._capture = None
         self._counts, self._stack = {}, []
@@ -70,6 +75,11 @@ class Instrument:
         self._handles = []
         return False
 
+    @property
+    def current_module(self):
+        """The name of the innermost module call running now (None outside the model)."""
+        return self._stack[-1][0] if self._stack else None
+
     # ---------------------------------------------------------------- passes
     def start_pass(self, *, record=False, target=None, delta=None, capture=None):
         """Set what the next forward pass does: record points, perturb ``target``, or keep
@@ -80,6 +90,7 @@ class Instrument:
         self.captured = None
         if record:
             self.points, self.gradients, self.values = [], {}, {}
+            self._nodes = {}
 
     def finish_recording(self):
         """Give each point its module's call count and its call's tensor count."""
@@ -154,13 +165,44 @@ class Instrument:
             self.gradients[key] = array if previous is None else previous + array
 
         twin.register_hook(store)
+        self._nodes[key] = twin
         return twin
+
+    def upstream(self, key):
+        """The keys of the points the recorded point ``key`` was computed from, itself
+        included: a walk of the graph from its identity node back to the inputs."""
+        owner = {id(twin.grad_fn): k for k, twin in self._nodes.items()}
+        start = self._nodes.get(key)
+        stack, seen, found = [None if start is None else start.grad_fn], set(), set()
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            if id(node) in owner:
+                found.add(owner[id(node)])
+            stack.extend(self.backend.node_inputs(node))
+        return found
 
 
 def _tensor_items(values):
-    """``(items, rebuild)`` for a tensor or a flat tuple/list holding tensors, else ``(None,
-    None)``. ``items`` are ``(index, value)`` pairs; ``rebuild`` makes a value of the same kind
-    from the new values."""
+    """``(items, rebuild)`` for a tensor, a flat tuple/list holding tensors, or a dict,
+    dataclass or namedtuple output (``diagnostics.outputs``), else ``(None, None)``. ``items``
+    are ``(index, value)`` pairs; ``rebuild`` makes a value of the same kind from the new
+    values."""
+    if isinstance(values, Mapping) or hasattr(values, "_fields") or (
+            dataclasses.is_dataclass(values) and not isinstance(values, type)):
+        pairs = outputs.entries(values)
+        if not any(_is_tensor(v) for _, v in pairs):
+            return None, None
+
+        def rebuild(new):
+            result = values
+            for (key, old), value in zip(pairs, new):
+                if value is not old:
+                    result = outputs.replace(result, key, value)
+            return result
+        return [(index, value) for index, (_, value) in enumerate(pairs)], rebuild
     if isinstance(values, (tuple, list)) and type(values) in (tuple, list):
         kind = type(values)
         if not any(_is_tensor(v) for v in values):

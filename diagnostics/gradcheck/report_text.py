@@ -6,7 +6,7 @@ _PATHS = {"input": "input path", "internal": "own code between its sub-modules"}
 
 
 def render(report):
-    lines = [_headline(report), _subline(report)]
+    lines = [headline(report), _subline(report)]
     for cause in report.causes:
         lines += [""] + _cause_lines(cause, report.points)
     lines += [""] + _table(report)
@@ -14,7 +14,7 @@ def render(report):
     return "\n".join(lines)
 
 
-def _headline(report):
+def headline(report):
     if report.passed:
         return (f"Gradient check passed: {len(report.parameters)} parameter gradients and "
                 f"{len(report.points)} gradients at module boundaries agree with finite "

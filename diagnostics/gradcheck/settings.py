@@ -1,8 +1,8 @@
 """``Settings``: the options of a gradient check, checked before any work starts."""
-import math
 from dataclasses import dataclass
 
 from ..errors import require
+from ..validators import check_float, check_int
 
 MODES = ("auto", "full")
 
@@ -17,7 +17,8 @@ class Settings:
     ``rtol``, ``atol``: a derivative passes when ``|numerical - analytical| <= atol + rtol *
     max(|numerical|, |analytical|)`` plus the rounding noise of the step.
     ``probes``: random directions per tensor. ``max_elements``: elements checked one by one in a
-    failing tensor (mode "auto"). ``seed``: the private generator's seed.
+    failing tensor (mode "auto"). ``seed``: the private generator's seed. NumPy scalars are
+    accepted and stored as Python numbers.
     """
 
     mode: str = "auto"
@@ -30,23 +31,17 @@ class Settings:
 
     def __post_init__(self):
         require(self.mode in MODES, "mode", f"one of {MODES}", repr(self.mode))
-        require(_positive(self.eps) and self.eps < 1, "eps", "a number in (0, 1)", repr(self.eps))
-        require(_non_negative(self.rtol), "rtol", "a number >= 0", repr(self.rtol))
-        require(_non_negative(self.atol), "atol", "a number >= 0", repr(self.atol))
-        require(_count(self.probes), "probes", "an int >= 1", repr(self.probes))
-        require(_count(self.max_elements), "max_elements", "an int >= 1", repr(self.max_elements))
-        require(isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed >= 0,
-                "seed", "an int >= 0", repr(self.seed))
-
-
-def _positive(value):
-    return _non_negative(value) and value > 0
-
-
-def _non_negative(value):
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and value >= 0)
-
-
-def _count(value):
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        checked = {
+            "eps": check_float(self.eps, "eps", expected="a number in (0, 1)",
+                               accept=lambda v: 0 < v < 1),
+            "rtol": check_float(self.rtol, "rtol", expected="a number >= 0",
+                                accept=lambda v: v >= 0),
+            "atol": check_float(self.atol, "atol", expected="a number >= 0",
+                                accept=lambda v: v >= 0),
+            "probes": check_int(self.probes, "probes", minimum=1, noun="an int"),
+            "max_elements": check_int(self.max_elements, "max_elements", minimum=1,
+                                      noun="an int"),
+            "seed": check_int(self.seed, "seed", minimum=0, noun="an int"),
+        }
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)

@@ -1,36 +1,23 @@
-"""What the training tools share: argument checks, batch conversion, one optimizer step."""
+"""What the training tools share: argument checks, the batch, one optimizer step."""
 import math
-import numbers
 
 import numpy as np
 
+from .. import outputs
 from ..backends import get_backend
+from ..batch import Batch, first_parameter
 from ..errors import DiagnosticsError, require
+from ..layouts import class_axis
+from ..validators import check_callable, check_float, check_int  # noqa: F401 (the tools' checks)
 
 DEFAULT_OPTIMIZER = "Adam"
 
 
-def check_callable(value, argument):
-    require(callable(value), argument, "a callable", type(value).__name__)
-
-
-def check_int(value, argument, *, minimum):
-    require(isinstance(value, numbers.Integral) and not isinstance(value, bool)
-            and value >= minimum, argument, f"an integer >= {minimum}", repr(value))
-
-
-def check_float(value, argument, *, expected, accept):
-    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
-          and math.isfinite(value) and accept(float(value)))
-    require(ok, argument, expected, repr(value))
-
-
 def as_model_tensor(backend, value, argument):
-    """``value`` as a tensor of the model's framework.
+    """``value`` as a tensor of the model's framework (a tuple element-wise).
 
     Framework tensors pass unchanged; NumPy arrays are converted, floating ones to the model's
-    floating dtype (so float64 data meets a float32 model); a tuple converts element-wise
-    (several inputs to ``forward``).
+    floating dtype (so float64 data meets a float32 model).
     """
     if isinstance(value, tuple):
         require(len(value) > 0, argument, "a tensor, an array or a non-empty tuple of them", "()")
@@ -40,30 +27,27 @@ def as_model_tensor(backend, value, argument):
     if isinstance(value, np.ndarray):
         if np.issubdtype(value.dtype, np.floating):
             value = value.astype(backend.floating_dtype(), copy=False)
-        return backend.from_numpy(value, like=_first_parameter(backend))
+        return backend.from_numpy(value, like=first_parameter(backend))
     raise DiagnosticsError(
         f"{argument}: expected a {backend.name} tensor or a NumPy array, got "
         f"{type(value).__module__}.{type(value).__qualname__}")
 
 
-def first_dimension(backend, value):
-    """The batch size of a converted input (the first tensor's first dimension), or None."""
-    first = value[0] if isinstance(value, tuple) else value
-    shape = tuple(first.shape)
-    return shape[0] if shape else None
-
-
 def check_optimizer(backend, optimizer, argument="optimizer"):
     """A ``DiagnosticsError`` unless ``optimizer`` looks like one and holds only this model's
     parameters."""
-    shaped = (hasattr(optimizer, "param_groups") and callable(getattr(optimizer, "step", None))
-              and callable(getattr(optimizer, "zero_grad", None)))
-    require(shaped, argument, "a torch.optim or minigrad.optim optimizer (param_groups, step, "
-            "zero_grad)", type(optimizer).__name__)
+    check_optimizer_shape(optimizer, argument)
     foreign = foreign_parameter_count(backend, optimizer)
     require(foreign == 0, argument, "an optimizer over this model's parameters",
             f"one holding {foreign} tensor(s) that are not the model's (was it built for a "
             f"copy of the model?)")
+
+
+def check_optimizer_shape(optimizer, argument="optimizer"):
+    shaped = (hasattr(optimizer, "param_groups") and callable(getattr(optimizer, "step", None))
+              and callable(getattr(optimizer, "zero_grad", None)))
+    require(shaped, argument, "a torch.optim or minigrad.optim optimizer (param_groups, step, "
+            "zero_grad)", type(optimizer).__name__)
 
 
 def foreign_parameter_count(backend, optimizer):
@@ -94,33 +78,25 @@ def lr_text(optimizer):
     return ", ".join(f"{lr:g}" for lr in sorted(set(learning_rates(optimizer))))
 
 
-def checked_batch(model, loss_fn, inputs, targets, optimizer):
-    """The backend and the batch as the model's tensors, after checking the arguments that
-    the tools training on one batch share."""
+def checked_batch(model, loss_fn, inputs, targets, *, optimizer=None, train_step=None,
+                  output=None, check_foreign=True):
+    """The backend and the ``Batch`` as the model's tensors, after checking the arguments
+    that the tools training on one batch share."""
     backend = get_backend(model)
-    check_callable(loss_fn, "loss_fn")
-    inputs = as_model_tensor(backend, inputs, "inputs")
-    targets = as_model_tensor(backend, targets, "targets")
-    if optimizer is not None:
+    batch = Batch.prepare(backend, loss_fn, inputs, targets, output=output)
+    if optimizer is not None and check_foreign:
         check_optimizer(backend, optimizer)
-    return backend, inputs, targets
+    elif optimizer is not None:
+        check_optimizer_shape(optimizer)
+    if train_step is not None:
+        check_callable(train_step, "train_step")
+    return backend, batch
 
 
-def compute_loss(backend, loss_fn, inputs, targets):
-    """``(output, loss)`` of one forward pass; a ``DiagnosticsError`` if the loss is not a
-    scalar."""
-    output = backend.forward(inputs)
-    loss = loss_fn(output, targets)
-    require(backend.is_tensor(loss) and int(np.prod(tuple(loss.shape))) == 1, "loss_fn",
-            "a function returning a one-element loss tensor (reduction 'mean' or 'sum')",
-            f"{type(loss).__name__} of shape {tuple(getattr(loss, 'shape', ()))}")
-    return output, loss
-
-
-def train_step(backend, optimizer, loss_fn, inputs, targets):
+def train_step(backend, optimizer, batch):
     """zero_grad, forward, loss, backward, step; returns ``(loss before the step, output)``."""
     backend.zero_grad()
-    output, loss = compute_loss(backend, loss_fn, inputs, targets)
+    output, loss = batch.output_and_loss(backend)
     value = backend.scalar(loss)
     if math.isfinite(value):
         backend.backward(loss)
@@ -128,36 +104,65 @@ def train_step(backend, optimizer, loss_fn, inputs, targets):
     return value, output
 
 
-def uninformative_loss(backend, loss_fn, output, targets):
-    """The loss of an all-zero output like ``output`` (ndarray): -log(1/C) for cross-entropy over
-    C classes, mean(y**2) for MSE. None when the loss cannot take it or is not positive."""
-    zeros = backend.from_numpy(np.zeros_like(output), like=targets)
+def user_step(backend, optimizer, batch, step):
+    """One call of the user's ``train_step(model, (inputs, targets), optimizer)``, measured:
+    ``(loss before the step, output)`` from a pass without a graph just before it."""
+    with backend.no_grad():
+        output, loss = batch.output_and_loss(backend)
+    value = backend.scalar(loss)
+    if math.isfinite(value):
+        step(backend.model, (batch.inputs, batch.targets), optimizer)
+    return value, output
+
+
+def stepper(backend, optimizer, batch, step=None):
+    """A function making one training step: the user's ``train_step`` when given, else a
+    plain one; each returns ``(loss before the step, output)``."""
+    if step is None:
+        return lambda: train_step(backend, optimizer, batch)
+    return lambda: user_step(backend, optimizer, batch, step)
+
+
+def uninformative_loss(backend, batch, output, key, logits):
+    """The loss of an all-zero ``logits`` (ndarray, at ``key`` in ``output``): -log(1/C) for
+    cross-entropy over C classes, mean(y**2) for MSE. None when the loss cannot take it or is
+    not positive."""
+    if logits is None:
+        return None
     try:
+        zeros = backend.from_numpy(np.zeros_like(logits), like=first_parameter(backend))
         with backend.no_grad():
-            value = backend.scalar(loss_fn(zeros, targets))
+            value = backend.scalar(batch.loss(outputs.replace(output, key, zeros)))
     except Exception:  # a loss that cannot take a plain zero output has no baseline
         return None
     return value if math.isfinite(value) and value > 0 else None
 
 
-def is_class_indices(output, targets):
-    """True when ``targets`` (ndarray) are class indices for ``output`` (ndarray of scores)."""
-    return (np.issubdtype(targets.dtype, np.integer) and output.ndim == targets.ndim + 1
-            and output.shape[:1] + output.shape[2:] == targets.shape)
+NO_LOGITS = object()
 
 
-def accuracy(output, targets):
-    """Fraction of argmax-correct predictions for class-index targets, else None."""
-    if not is_class_indices(output, targets):
+def logits_key(backend, batch, output):
+    """Where the logits are in ``output`` (``diagnostics.outputs``), or ``NO_LOGITS``; found once
+    and reused, since rule 4 runs the loss."""
+    try:
+        return batch.logits_key(backend, output)
+    except LookupError:
+        return NO_LOGITS
+
+
+def logits_array(backend, output, key):
+    """The logits at ``key`` of ``output`` as an ndarray, or None."""
+    if key is NO_LOGITS:
         return None
-    return float(np.mean(np.argmax(output, axis=1) == targets))
+    logits = outputs.pick(output, key)
+    return backend.to_numpy(logits) if backend.is_tensor(logits) else None
 
 
-def to_numpy(backend, value):
-    first = value[0] if isinstance(value, tuple) else value
-    return backend.to_numpy(first)
-
-
-def _first_parameter(backend):
-    params = backend.named_parameters()
-    return params[0][1] if params else None
+def accuracy(logits, targets):
+    """Fraction of argmax-correct predictions for class-index targets, else None."""
+    if logits is None or targets is None or not np.issubdtype(targets.dtype, np.integer):
+        return None
+    axis = class_axis(logits.shape, targets.shape)
+    if axis is None:
+        return None
+    return float(np.mean(np.argmax(logits, axis=axis) == targets))

@@ -17,7 +17,8 @@ from ..jsonable import to_jsonable
 
 IMBALANCE_RATIO = 10.0
 MEAN_LIMIT = 3.0          # a feature's |mean| above this is "far from zero"
-STD_LIMITS = (0.01, 10.0)  # a non-constant feature's std outside this is "far from one"
+STD_LIMITS = (0.01, 10.0)  # a feature's std outside this is "far from one" (below: only when
+                           # the median feature's std is below it too)
 EXAMPLES = 5              # example indices shown per finding
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
@@ -228,16 +229,21 @@ def _normalisation(x):
     known = np.isfinite(mean) & np.isfinite(std)
     constant = np.flatnonzero(known & single_valued)
     varying = known & ~single_valued
-    off = np.flatnonzero(varying & ((np.abs(mean) > MEAN_LIMIT) | (std < STD_LIMITS[0])
-                                    | (std > STD_LIMITS[1])))
+    scaled = (np.abs(mean) > MEAN_LIMIT) | (std > STD_LIMITS[1])
+    # A few near-constant features (the border pixels of digits scaled to [0, 1]) are harmless;
+    # tiny spreads are a scale problem only when they are the typical feature's.
+    tiny = std < STD_LIMITS[0]
+    if not varying.any() or np.median(std[varying]) >= STD_LIMITS[0]:
+        tiny = np.zeros_like(tiny)
+    off = np.flatnonzero(varying & (scaled | tiny))
     findings = []
     if len(off):
         worst = off[np.argsort(-np.abs(mean[off]) - std[off])]
         findings.append(Finding(
             "UNNORMALIZED_INPUT", "warning", "data",
             f"{len(off)} of {len(mean)} {_feature_word(x)}s are far from zero mean and unit "
-            f"variance (means {mean[known].min():.3g} to {mean[known].max():.3g}, stds "
-            f"{std[varying].min():.3g} to {std[known].max():.3g}; e.g. "
+            f"variance (over those: means {mean[off].min():.3g} to {mean[off].max():.3g}, "
+            f"stds {std[off].min():.3g} to {std[off].max():.3g}; e.g. "
             f"{_feature_word(x)}s {_examples(worst)})",
             "standardise with the training set's per-feature mean and std (the same numbers "
             "for validation and test)",

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..backends import get_backend
+from ..batch import Batch
 from ..errors import DiagnosticsError, require
 from ..findings import Finding
 from ..jsonable import to_jsonable
@@ -130,16 +131,16 @@ def find_lr(model, loss_fn, data, *, optimizer=None, start_lr=1e-7, end_lr=10.0,
     T.check_callable(loss_fn, "loss_fn")
     if optimizer is not None:
         T.check_optimizer(backend, optimizer)
-    T.check_float(start_lr, "start_lr", expected="a finite number > 0", accept=lambda v: v > 0)
-    T.check_float(end_lr, "end_lr", expected=f"a finite number > start_lr={start_lr}",
+    start_lr = T.check_float(start_lr, "start_lr", expected="a finite number > 0", accept=lambda v: v > 0)
+    end_lr = T.check_float(end_lr, "end_lr", expected=f"a finite number > start_lr={start_lr}",
                   accept=lambda v: v > start_lr)
-    T.check_int(steps, "steps", minimum=2)
+    steps = T.check_int(steps, "steps", minimum=2)
     require(mode in ("exp", "linear"), "mode", "'exp' or 'linear'", repr(mode))
     T.check_float(smooth, "smooth", expected="a number in [0, 1)", accept=lambda v: 0 <= v < 1)
     T.check_float(diverge, "diverge", expected="a finite number > 1", accept=lambda v: v > 1)
     require(progress in (True, False, "auto"), "progress", "True, False or 'auto'",
             repr(progress))
-    batches = _BatchSource(backend, data)
+    batches = _BatchSource(backend, loss_fn, data)
     lrs = _schedule(start_lr, end_lr, steps, mode)
     with backend.preserved(optimizer):
         sweep = _sweep(backend, loss_fn, batches, optimizer=optimizer, lrs=lrs, smooth=smooth,
@@ -156,9 +157,9 @@ def _schedule(start_lr, end_lr, steps, mode):
 class _BatchSource:
     """Yields converted ``(inputs, targets)`` batches from a pair or from a re-iterable source."""
 
-    def __init__(self, backend, data):
-        self.backend = backend
-        self.single = _as_pair(backend, data) if _looks_like_pair(backend, data) else None
+    def __init__(self, backend, loss_fn, data):
+        self.backend, self.loss_fn = backend, loss_fn
+        self.single = self._batch(data) if _looks_like_pair(backend, data) else None
         if self.single is None:
             require(hasattr(data, "__iter__") and not isinstance(data, (str, bytes, dict)),
                     "data", "an (inputs, targets) pair or an iterable of such batches",
@@ -175,19 +176,21 @@ class _BatchSource:
                 empty = False
                 require(isinstance(batch, (tuple, list)) and len(batch) >= 2, "data",
                         "batches that are (inputs, targets) pairs", type(batch).__name__)
-                yield _as_pair(self.backend, batch)
+                yield self._batch(batch)
             if empty:
                 return
 
+    def _batch(self, pair):
+        return Batch.prepare(self.backend, self.loss_fn, pair[0], pair[1],
+                             argument="data[0] (inputs)", target_argument="data[1] (targets)")
+
 
 def _looks_like_pair(backend, data):
-    return (isinstance(data, (tuple, list)) and len(data) == 2
-            and all(backend.is_tensor(v) or isinstance(v, np.ndarray) for v in data))
-
-
-def _as_pair(backend, batch):
-    return (T.as_model_tensor(backend, batch[0], "data[0] (inputs)"),
-            T.as_model_tensor(backend, batch[1], "data[1] (targets)"))
+    """An ``(inputs, targets)`` pair: arrays or tensors, the inputs possibly a dict."""
+    def array(value):
+        return backend.is_tensor(value) or isinstance(value, np.ndarray)
+    return (isinstance(data, (tuple, list)) and len(data) == 2 and array(data[1])
+            and (array(data[0]) or isinstance(data[0], dict)))
 
 
 def _sweep(backend, loss_fn, batches, *, optimizer, lrs, smooth, diverge, progress):
@@ -196,9 +199,9 @@ def _sweep(backend, loss_fn, batches, *, optimizer, lrs, smooth, diverge, progre
     display = _Progress(len(lrs), progress)
     diverged_at = None
     try:
-        for step, (lr, (inputs, targets)) in enumerate(zip(lrs, batches)):
+        for step, (lr, batch) in enumerate(zip(lrs, batches)):
             T.set_lr(optimizer, lr)
-            value, _ = T.train_step(backend, optimizer, loss_fn, inputs, targets)
+            value, _ = T.train_step(backend, optimizer, batch)
             average = smooth * average + (1 - smooth) * value
             current = average / (1 - smooth ** (step + 1))
             shown.append(float(lr))

@@ -58,22 +58,27 @@ class OverfitResult:
             "accuracies": self.accuracies,
             "findings": [finding.to_dict() for finding in self.findings]})
 
-    def __str__(self):
+    @property
+    def headline(self):
+        """``PASSED in 6 steps (loss 2.3 -> 0.1, target 0.11, accuracy 97%)``."""
         if self.still_falling:
             verdict = f"PASSED, still falling after {self.max_steps} steps"
         else:
             verdict = (f"PASSED in {self.steps} steps" if self.passed
                        else f"FAILED after {self.max_steps} steps")
-        lines = [f"overfit one batch: {verdict} (loss {self.initial_loss:.4g} -> "
-                 f"{self.final_loss:.4g}, target {self.target_loss:.4g}"
-                 + (f", accuracy {self.accuracies[-1]:.0%})" if self.accuracies else ")"),
+        return (f"{verdict} (loss {self.initial_loss:.4g} -> {self.final_loss:.4g}, target "
+                f"{self.target_loss:.4g}"
+                + (f", accuracy {self.accuracies[-1]:.0%})" if self.accuracies else ")"))
+
+    def __str__(self):
+        lines = [f"overfit one batch: {self.headline}",
                  "  loss curve: " + _curve_text(self.losses)]
         lines.extend(f"  {line}" for finding in self.findings for line in str(finding).splitlines())
         return "\n".join(lines)
 
 
 def overfit_one_batch(model, loss_fn, inputs, targets, *, optimizer=None, steps=200,
-                      target_loss=None, patience=DEFAULT_PATIENCE):
+                      target_loss=None, patience=DEFAULT_PATIENCE, train_step=None, output=None):
     """Train on one batch until the loss reaches ``target_loss`` or ``steps`` steps pass;
     while the loss is still falling then (10% lower than a quarter of the run earlier), up to
     ``patience`` more rounds of ``steps`` (a small net memorises slowly, a broken one does not
@@ -86,21 +91,31 @@ def overfit_one_batch(model, loss_fn, inputs, targets, *, optimizer=None, steps=
     still falling (20% lower than a quarter of the run earlier), every parameter with a
     gradient, and every example right for class-index targets. The model, the optimizer
     and the RNG states are restored afterwards, bit for bit.
+
+    ``train_step(model, (inputs, targets), optimizer)``: your own training step (its clipping,
+    its scaler); given, each step runs through it. ``inputs`` may be a dict of keyword inputs;
+    the model may return a tuple, dict or dataclass (``output=`` names the logits, see
+    ``diagnostics.outputs``), which ``loss_fn`` gets whole.
     """
-    backend, inputs, targets = T.checked_batch(model, loss_fn, inputs, targets, optimizer)
-    T.check_int(steps, "steps", minimum=1)
-    T.check_int(patience, "patience", minimum=0)
+    backend, batch = T.checked_batch(model, loss_fn, inputs, targets, optimizer=optimizer,
+                                     train_step=train_step, output=output)
+    steps = T.check_int(steps, "steps", minimum=1)
+    patience = T.check_int(patience, "patience", minimum=0)
     if target_loss is not None:
-        T.check_float(target_loss, "target_loss", expected="a finite number >= 0 or None",
-                      accept=lambda v: v >= 0)
+        target_loss = T.check_float(target_loss, "target_loss",
+                                    expected="a finite number >= 0 or None",
+                                    accept=lambda v: v >= 0)
     with backend.preserved(optimizer):
-        return _run(backend, loss_fn, inputs, targets, optimizer=optimizer, steps=steps,
-                    target_loss=target_loss, patience=patience)
+        return run(backend, batch, optimizer=optimizer, train_step=train_step, steps=steps,
+                   target_loss=target_loss, patience=patience)
 
 
-def _run(backend, loss_fn, inputs, targets, *, optimizer, steps, target_loss, patience):
+def run(backend, batch, *, optimizer, train_step=None, steps=200, target_loss=None,
+        patience=DEFAULT_PATIENCE):
+    """The test on a checked ``batch``; the caller restores the model and the optimizer."""
     optimizer = T.make_optimizer(backend, optimizer, lr=DEFAULT_LR)
-    target_array = T.to_numpy(backend, targets)
+    step_once = T.stepper(backend, optimizer, batch, train_step)
+    target_array = batch.target_array()
     losses, accuracies, silent = [], [], None
     reached, limit, step = None, steps, -1
     while step < limit:
@@ -110,17 +125,20 @@ def _run(backend, loss_fn, inputs, targets, *, optimizer, steps, target_loss, pa
         if step == limit:  # the last measurement, without a step after it
             backend.zero_grad()
             with backend.no_grad():
-                output, loss = T.compute_loss(backend, loss_fn, inputs, targets)
+                output, loss = batch.output_and_loss(backend)
             value = backend.scalar(loss)
         else:
-            value, output = T.train_step(backend, optimizer, loss_fn, inputs, targets)
+            value, output = step_once()
+        if step == 0:
+            key = T.logits_key(backend, batch, output)
+        logits = T.logits_array(backend, output, key)
         if step == 0:
             silent = _parameters_without_gradient(backend) if math.isfinite(value) else []
-            start = _start_level(backend, loss_fn, value, output, targets)
+            start = _start_level(backend, batch, value, output, key, logits)
             if target_loss is None:
                 target_loss = TARGET_FRACTION * start
         losses.append(value)
-        accuracies.append(T.accuracy(backend.to_numpy(output), target_array))
+        accuracies.append(T.accuracy(logits, target_array))
         if value <= target_loss:
             reached = step
             break
@@ -131,7 +149,7 @@ def _run(backend, loss_fn, inputs, targets, *, optimizer, steps, target_loss, pa
     passed = reached is not None or falling
     findings = [] if passed else [_failure_finding(
         backend, optimizer, losses, accuracies, target_loss=target_loss, steps=limit,
-        silent=silent, output=backend.to_numpy(output), targets=target_array)]
+        silent=silent, output=logits, targets=target_array)]
     return OverfitResult(passed=passed, steps=reached, target_loss=target_loss,
                          losses=losses, accuracies=accuracies, max_steps=limit,
                          findings=findings, still_falling=falling)
@@ -157,11 +175,11 @@ def _falling(losses, ratio):
     return now <= ratio * earlier
 
 
-def _start_level(backend, loss_fn, initial, output, targets):
+def _start_level(backend, batch, initial, output, key, logits):
     """The lower of the initial loss and an uninformative (all-zero) output's loss, so that a
     blown-up initial loss makes neither the target nor "far down" easy."""
-    levels = [v for v in (initial, T.uninformative_loss(backend, loss_fn, backend.to_numpy(output),
-                                                         targets)) if v is not None]
+    levels = [v for v in (initial, T.uninformative_loss(backend, batch, output, key, logits))
+              if v is not None]
     finite = [v for v in levels if math.isfinite(v)]
     return min(finite) if finite else 0.0
 
@@ -208,7 +226,8 @@ def _likely_causes(backend, optimizer, losses, *, silent, output, targets):
     elif silent:
         causes.append(f"no gradient reaches {_names(silent)} (dead units upstream, a .detach(), "
                       f"or an unused layer)")
-    if not np.issubdtype(targets.dtype, np.integer) and output.shape != targets.shape:
+    if (output is not None and targets is not None
+            and not np.issubdtype(targets.dtype, np.integer) and output.shape != targets.shape):
         causes.append(f"output shape {output.shape} and target shape {targets.shape} differ; "
                       f"the loss broadcasts them and cannot reach zero")
     finite = [v for v in losses if math.isfinite(v)]

@@ -14,13 +14,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import outputs
+from ..batch import Batch, first_parameter
 from ..errors import DiagnosticsError
 from ..findings import Finding
-from ..gradcheck import check_gradients
+from ..gradcheck.check import run_check
+from ..gradcheck.report_text import headline as gradient_headline
+from ..gradcheck.settings import Settings as GradientSettings
 from ..jsonable import to_jsonable
+from ..layouts import class_axis
 from ..monitor import Monitor
 from . import _training as T
-from .overfit import DEFAULT_LR, overfit_one_batch
+from . import overfit
+from .overfit import DEFAULT_LR
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 TRAIN_STEPS = 8           # steps watched by the Monitor
@@ -88,309 +94,447 @@ class PreflightReport:
         return "\n".join(lines)
 
 
-def preflight(model, loss_fn, inputs, targets, *, optimizer=None, train_step=None):
+def preflight(model, loss_fn, inputs, targets, *, optimizer=None, train_step=None, output=None):
     """Run the pre-training checklist on one batch; returns a ``PreflightReport``.
 
     ``optimizer`` defaults to Adam(lr=3e-3). ``train_step(model, (inputs, targets), optimizer)``
-    is your own training step, returning the loss; given, the training steps run through it, so
-    that a missing ``zero_grad()`` or ``step()`` shows. The model, the optimizer and the
-    RNG states are restored afterwards; other side effects of ``train_step`` are not undone.
+    is your own training step, returning the loss; given, every item that trains (overfit one
+    batch, the training steps) runs through it, so that its clipping counts and a missing
+    ``zero_grad()`` or ``step()`` shows. ``inputs`` may be a dict of keyword inputs; the model
+    may return a tuple, dict or dataclass, which ``loss_fn`` gets whole (``output=`` names the
+    logits, see ``diagnostics.outputs``). An exception inside your model, loss or step fails
+    its item, quoted. The model, the optimizer and the RNG states are restored afterwards;
+    other side effects of ``train_step`` are not undone.
     """
-    backend, inputs, targets = T.checked_batch(model, loss_fn, inputs, targets, optimizer)
-    if train_step is not None:
-        T.check_callable(train_step, "train_step")
-    with backend.preserved(optimizer):
-        items = _Checklist(backend, loss_fn, inputs, targets, optimizer=optimizer,
-                           train_step=train_step).run()
+    backend, batch = T.checked_batch(model, loss_fn, inputs, targets, optimizer=optimizer,
+                                     train_step=train_step, output=output, check_foreign=False)
+    run = _Run(backend, batch, optimizer=optimizer, train_step=train_step)
+    run.state = backend.snapshot()     # the one snapshot: restored after each item
+    run.optimizer_state = None if optimizer is None else backend.optimizer_snapshot(optimizer)
+    try:
+        items = [_run_item(run, item) for item in ITEMS]
+    finally:
+        run.restore()
     size = sum(int(np.prod(tuple(p.shape))) for _, p in backend.named_parameters())
     return PreflightReport(items=items, model=f"{backend.name} {type(model).__name__}, "
                                               f"{size:,} parameters")
 
 
-class _Checklist:
-    def __init__(self, backend, loss_fn, inputs, targets, *, optimizer, train_step):
-        self.backend, self.loss_fn = backend, loss_fn
-        self.inputs, self.targets = inputs, targets
+@dataclass(frozen=True)
+class Item:
+    """One row of the checklist: ``check(run) -> CheckItem`` runs when every fact in ``needs``
+    is known (facts are what earlier items found: ``"output"``, ``"logits"``, ``"loss"``,
+    ``"optimizer"``, ``"watched"``); otherwise the item is SKIPped with the reason the missing
+    fact gave. A new item is one function and one row of ``ITEMS``."""
+
+    name: str
+    check: object
+    needs: tuple = ()
+
+
+class _Run:
+    """What the items share: the backend, the batch, the options, one snapshot to go back to
+    between items, and the facts found so far (with the reason for each one missing)."""
+
+    def __init__(self, backend, batch, *, optimizer, train_step):
+        self.backend, self.batch = backend, batch
         self.optimizer, self.train_step = optimizer, train_step
-        self.output = None     # NumPy copy of the output at init
-        self.loss = None
+        self.state = self.optimizer_state = None
+        self.facts, self.missing = {}, {}
+        self._loss_call = None
 
-    def run(self):
-        items = [self._parameters(), self._forward()]
-        if items[-1].status == FAIL:
-            return items + _skipped(("label dtype", "shapes", "loss at init", "overfit one batch",
-                                     "training steps", "activations", "gradient flow",
-                                     "stale gradients", "parameters update", "gradient check"),
-                                    "the forward pass failed")
-        items += [self._label_dtype(), self._shapes(), self._loss_at_init()]
-        if items[-1].status == FAIL and self.loss is None:
-            return items + _skipped(("overfit one batch", "training steps", "activations",
-                                     "gradient flow", "stale gradients", "parameters update",
-                                     "gradient check"), "the loss could not be computed")
-        items.append(self._overfit())
-        items += self._training_steps()
-        items.append(self._gradient_check())
-        return items
+    def restore(self):
+        """The model and the optimizer back as preflight found them."""
+        self.backend.restore(self.state)
+        if self.optimizer is not None:
+            self.backend.optimizer_restore(self.optimizer, self.optimizer_state)
 
-    # ----------------------------------------------------------- structure
-    def _parameters(self):
-        params = self.backend.named_parameters()
-        sizes = {name: int(np.prod(tuple(p.shape))) for name, p in params}
-        trainable = sum(sizes[name] for name, p in params if p.requires_grad)
-        summary = f"{sum(sizes.values()):,} in {len(params)} tensors, {trainable:,} trainable"
-        if params:
-            largest = max(sizes, key=sizes.get)
-            summary += f"; largest {largest} {tuple(self.backend.parameter(largest).shape)}"
-        if trainable:
-            return CheckItem("parameters", PASS, summary)
-        return CheckItem("parameters", FAIL, summary, [Finding(
+    def loss_call(self):
+        """``(loss value, None)`` or ``(None, exception)`` of the loss at init, computed once."""
+        if self._loss_call is None:
+            try:
+                with self.backend.no_grad():
+                    _, loss = self.batch.output_and_loss(self.backend)
+                self._loss_call = (self.backend.scalar(loss), None)
+            except Exception as error:  # the user's loss: its items report it
+                self._loss_call = (None, error)
+        return self._loss_call
+
+
+def _run_item(run, item):
+    missing = [fact for fact in item.needs if fact not in run.facts]
+    if missing:
+        return CheckItem(item.name, SKIP, run.missing.get(missing[0], f"no {missing[0]}"))
+    try:
+        return item.check(run)
+    except Exception as error:  # the user's model, loss, backward or train_step: quote it
+        return CheckItem(item.name, FAIL, f"{_who(run, item)} raised {type(error).__name__}: "
+                                          f"{_first_line_of(error)}")
+    finally:
+        run.restore()
+
+
+def _who(run, item):
+    """Whose code raised, in the words of the item."""
+    if item.name in ("forward", "loss at init"):
+        return {"forward": "forward", "loss at init": "loss_fn"}[item.name]
+    if run.train_step is not None and item.name != "gradient check":
+        return "train_step"
+    return "the model's forward or backward, or loss_fn,"
+
+
+def _first_line_of(error):
+    text = str(error).strip().splitlines()
+    return text[0] if text else ""
+
+
+# ----------------------------------------------------------------- structure
+def _parameters(run):
+    """Trainable parameters, and an optimizer that holds the model's own tensors."""
+    backend = run.backend
+    params = backend.named_parameters()
+    sizes = {name: int(np.prod(tuple(p.shape))) for name, p in params}
+    trainable = sum(sizes[name] for name, p in params if p.requires_grad)
+    summary = f"{sum(sizes.values()):,} in {len(params)} tensors, {trainable:,} trainable"
+    if params:
+        largest = max(sizes, key=sizes.get)
+        summary += f"; largest {largest} {tuple(backend.parameter(largest).shape)}"
+    findings = []
+    if not trainable:
+        findings.append(Finding(
             "NO_GRADIENT", "error", None, "no parameter requires a gradient: nothing can learn",
             "model.requires_grad_(True), or unfreeze the layers to train",
-            {"parameters": len(params)})])
+            {"parameters": len(params)}))
+    foreign = (0 if run.optimizer is None
+               else T.foreign_parameter_count(backend, run.optimizer))
+    if foreign:
+        held = sum(len(group["params"]) for group in run.optimizer.param_groups)
+        findings.append(Finding(
+            "PARAMS_NOT_UPDATING", "error", None,
+            f"the optimizer holds {foreign} of its {held} tensor(s) that are not this model's "
+            f"parameters: optimizer.step() will not train this model (was the optimizer built "
+            f"for a copy of the model, or before the model was replaced or moved?)",
+            "build the optimizer from this model's parameters, after moving the model: "
+            "optimizer = Optimizer(model.parameters(), ...)",
+            {"foreign_tensors": foreign, "optimizer_tensors": held}))
+        run.missing["optimizer"] = "the optimizer does not hold the model's parameters"
+    else:
+        run.facts["optimizer"] = run.optimizer
+    if findings:
+        return CheckItem("parameters", FAIL, summary, findings)
+    return CheckItem("parameters", PASS, summary)
 
-    def _forward(self):
-        try:
-            with self.backend.no_grad():
-                output = self.backend.forward(self.inputs)
-        except Exception as error:  # the user's forward: report it, do not crash the checklist
-            return CheckItem("forward", FAIL, f"forward raised {type(error).__name__}: {error}")
-        if not self.backend.is_tensor(output):
-            return CheckItem("forward", FAIL, f"forward returned {type(output).__name__}, not a "
-                                              f"{self.backend.name} tensor")
-        self.output = self.backend.to_numpy(output)
-        batch = T.first_dimension(self.backend, self.inputs)
-        summary = f"input {_shapes(self.backend, self.inputs)} -> output {self.output.shape} " \
-                  f"{self.output.dtype}"
-        if self.output.ndim == 0 or self.output.shape[0] != batch:
-            return CheckItem("forward", FAIL, summary + f": the output's first dimension should "
-                                                        f"be the batch size {batch}")
+
+def _forward(run):
+    backend, batch = run.backend, run.batch
+    run.missing.update({fact: "the forward pass failed"
+                        for fact in ("output", "logits", "loss", "watched")})
+    with backend.no_grad():
+        output = batch.forward(backend.model)
+    summary = f"input {batch.describe_inputs()} -> output {outputs.describe(backend, output)}"
+    run.facts["output"] = output
+    key = T.logits_key(backend, batch, output)
+    if key is T.NO_LOGITS:
+        run.missing["logits"] = "no floating tensor in the output to read as logits"
         return CheckItem("forward", PASS, summary)
+    logits = outputs.pick(output, key)
+    run.facts["logits"] = backend.to_numpy(logits)
+    run.facts["logits_key"] = key
+    if not backend.is_tensor(output):
+        summary += f"; logits: {_key_text(key)} {tuple(logits.shape)}"
+    batch_size = batch.batch_size
+    shape = tuple(logits.shape)
+    if not shape or shape[0] != batch_size:
+        return CheckItem("forward", FAIL, summary + f": the logits' first dimension should be "
+                                                    f"the batch size {batch_size}")
+    return CheckItem("forward", PASS, summary)
 
-    # ------------------------------------------------------------- targets
-    def _label_dtype(self):
-        output, targets = self.output, self.backend.to_numpy(self.targets)
-        summary = f"targets {targets.shape} {targets.dtype}"
-        fail = _failing("label dtype", summary, code="LABEL_DTYPE", location="data")
-        if not _class_layout(output, targets):
-            if targets.dtype.kind in "biu" and output.dtype.kind == "f":
-                return fail(
-                    message=f"{targets.dtype} targets for a loss on {output.dtype} outputs of the "
-                            f"same layout; BCE and MSE need floating targets (torch raises on "
-                            f"the dtype)",
-                    suggestion="pass targets.float()", evidence={"dtype": str(targets.dtype)},
-                    severity="warning")
-            return CheckItem("label dtype", PASS, summary)
-        classes = output.shape[1]
-        if targets.dtype.kind == "f":
-            return fail(
-                message=f"class labels are {targets.dtype} for an output of {classes} class "
-                        f"scores; cross-entropy needs int64 class indices (torch raises "
-                        f"'expected scalar type Long')",
-                suggestion="pass targets.long() (torch) or targets.astype(np.int64)",
-                evidence={"dtype": str(targets.dtype), "classes": classes})
-        if targets.dtype != np.int64:
-            return fail(
-                message=f"class labels are {targets.dtype}; cross-entropy needs int64 class "
-                        f"indices",
-                suggestion="convert with targets.long() (torch) or astype(np.int64)",
-                evidence={"dtype": str(targets.dtype), "classes": classes})
-        outside = (targets != IGNORE_INDEX) & ((targets < 0) | (targets >= classes))
-        if outside.any():
-            return fail(
-                message=f"{int(outside.sum())} labels lie outside [0, {classes}) (values "
-                        f"{targets.min()} to {targets.max()}); the output has {classes} classes",
-                suggestion="labels must be 0..C-1: shift 1-based labels down, or widen the "
-                           "last layer",
-                evidence={"outside": int(outside.sum()), "classes": classes,
-                          "min": targets.min(), "max": targets.max()})
-        return CheckItem("label dtype", PASS, summary + f", class indices in [0, {classes})")
 
-    def _shapes(self):
-        output, targets = self.output, self.backend.to_numpy(self.targets)
-        summary = f"output {output.shape}, targets {targets.shape}"
-        if _class_layout(output, targets) or output.shape == targets.shape:
-            return CheckItem("shapes", PASS, summary)
-        fail = _failing("shapes", summary, code="SHAPE_BROADCAST", location="loss")
-        try:
-            joint = np.broadcast_shapes(output.shape, targets.shape)
-        except ValueError:
+def _key_text(key):
+    return getattr(key, "__name__", "output=callable") if callable(key) else repr(key)
+
+
+# ------------------------------------------------------------------- targets
+def _label_dtype(run):
+    output, targets = run.facts["logits"], run.batch.target_array()
+    if targets is None:
+        return CheckItem("label dtype", SKIP, "targets in a tuple: left to loss_fn")
+    summary = f"targets {targets.shape} {targets.dtype}"
+    fail = _failing("label dtype", summary, code="LABEL_DTYPE", location="data")
+    axis = _class_axis(output, targets)
+    if axis is None:
+        _, error = run.loss_call()
+        if targets.dtype.kind in "biu" and output.dtype.kind == "f" and error is not None:
             return fail(
-                message=f"output {output.shape} and targets {targets.shape} neither match nor "
-                        f"are class indices for it",
-                suggestion="make the last layer's width match the targets",
-                evidence={"output": output.shape, "targets": targets.shape})
+                message=f"{targets.dtype} targets for a loss on {output.dtype} outputs, and "
+                        f"loss_fn raised {type(error).__name__}; BCE and MSE need floating "
+                        f"targets (torch raises on the dtype)",
+                suggestion="pass targets.float()", evidence={"dtype": str(targets.dtype)},
+                severity="warning")
+        return CheckItem("label dtype", PASS, summary)
+    classes = output.shape[axis]
+    if targets.dtype.kind == "f":
         return fail(
-            message=f"output {output.shape} and targets {targets.shape} broadcast to {joint} in "
-                    f"an elementwise loss: every output is compared with every target, and the "
-                    f"loss cannot reach zero",
-            suggestion="make them equal: output.squeeze(-1) or targets.unsqueeze(-1) "
-                       "(targets.view_as(output))",
-            evidence={"output": output.shape, "targets": targets.shape, "broadcast": joint})
+            message=f"class labels are {targets.dtype} for an output of {classes} class "
+                    f"scores; cross-entropy needs int64 class indices (torch raises "
+                    f"'expected scalar type Long')",
+            suggestion="pass targets.long() (torch) or targets.astype(np.int64)",
+            evidence={"dtype": str(targets.dtype), "classes": classes})
+    if targets.dtype != np.int64 and run.loss_call()[1] is not None:
+        return fail(
+            message=f"class labels are {targets.dtype}; cross-entropy needs int64 class "
+                    f"indices",
+            suggestion="convert with targets.long() (torch) or astype(np.int64)",
+            evidence={"dtype": str(targets.dtype), "classes": classes})
+    outside = (targets != IGNORE_INDEX) & ((targets < 0) | (targets >= classes))
+    if outside.any():
+        return fail(
+            message=f"{int(outside.sum())} labels lie outside [0, {classes}) (values "
+                    f"{targets.min()} to {targets.max()}); the output has {classes} classes",
+            suggestion="labels must be 0..C-1: shift 1-based labels down, or widen the "
+                       "last layer",
+            evidence={"outside": int(outside.sum()), "classes": classes,
+                      "min": targets.min(), "max": targets.max()})
+    return CheckItem("label dtype", PASS, summary + f", class indices in [0, {classes})")
 
-    # ------------------------------------------------------------------ loss
-    def _loss_at_init(self):
-        try:
-            with self.backend.no_grad():
-                _, loss = T.compute_loss(self.backend, self.loss_fn, self.inputs, self.targets)
-                baseline = T.uninformative_loss(self.backend, self.loss_fn, self.output,
-                                                self.targets)
-        except DiagnosticsError:
-            raise
-        except Exception as error:  # the user's loss: report it, do not crash the checklist
-            return CheckItem("loss at init", FAIL,
-                             f"loss_fn raised {type(error).__name__}: {error}")
-        self.loss = self.backend.scalar(loss)
-        if not math.isfinite(self.loss):
-            return _failing("loss at init", f"loss {self.loss}", code="NAN_LOSS",
-                            location="loss")(
-                message=f"the loss at init is {self.loss}",
-                suggestion="look for log(0), division by zero or overflow in forward or the "
-                           "loss; check the inputs for NaN/Inf",
-                evidence={"loss": self.loss})
-        if baseline is None:
-            return CheckItem("loss at init", PASS, f"loss {self.loss:.4g}")
-        classes = self.output.shape[1] if _class_layout(
-            self.output, self.backend.to_numpy(self.targets)) else None
-        reference = (f"-log(1/{classes}) = {baseline:.4g}" if classes
-                     else f"{baseline:.4g} for an all-zero output")
-        summary = f"loss {self.loss:.4g}, expected about {reference}"
-        ratio = self.loss / baseline
-        if not classes and _is_squared_error(baseline, self.backend.to_numpy(self.targets)):
-            return self._squared_error_at_init(summary, baseline, ratio)
-        too_high = (self.loss > INIT_LOSS_FACTOR * baseline
-                    and self.loss - baseline > INIT_LOSS_MARGIN)
-        if not too_high:
-            return CheckItem("loss at init", PASS, summary)
-        return _failing("loss at init", summary, code="BAD_INIT_LOSS", location="loss")(
-            message=f"the loss at init is {self.loss:.4g}, {self.loss / baseline:.1f} times the "
-                    f"{reference} of an uninformative output: the initial outputs are "
-                    f"confidently wrong",
-            suggestion="scale the last layer's weights down (e.g. by 0.01) and set its bias to "
-                       "0 (or to the log of the class frequencies); check the init scale",
-            evidence={"loss": self.loss, "expected": baseline, "classes": classes,
-                      "ratio": ratio},
-            severity="warning")
 
-    def _squared_error_at_init(self, summary, baseline, ratio):
-        """Regression: only outputs far larger than the targets are a bad init."""
-        if ratio <= SQUARED_INIT_LOSS_FACTOR:
-            return CheckItem("loss at init", PASS, summary)
-        scale = math.sqrt(ratio - 1)
-        return _failing("loss at init", summary, code="BAD_INIT_LOSS", location="loss")(
-            message=f"the squared error at init is {self.loss:.4g}, {ratio:.1f} times the "
-                    f"{baseline:.4g} (mean of the squared targets) of an all-zero output: the "
-                    f"initial outputs are about {scale:.1f} times the targets' scale (a fresh "
-                    f"net's squared error depends on the target scale, so only a ratio above "
-                    f"{SQUARED_INIT_LOSS_FACTOR:g}, outputs over 3 times the targets, is "
-                    f"flagged)",
-            suggestion="scale the last layer's weights down, or standardise the targets "
-                       "(subtract their mean, divide by their std) and undo it on prediction",
-            evidence={"loss": self.loss, "expected": baseline, "classes": None,
-                      "ratio": ratio, "limit": SQUARED_INIT_LOSS_FACTOR},
-            severity="warning")
+def _shapes(run):
+    output, targets = run.facts["logits"], run.batch.target_array()
+    if targets is None:
+        return CheckItem("shapes", SKIP, "targets in a tuple: left to loss_fn")
+    summary = f"output {output.shape}, targets {targets.shape}"
+    if _class_axis(output, targets) is not None or output.shape == targets.shape:
+        return CheckItem("shapes", PASS, summary)
+    fail = _failing("shapes", summary, code="SHAPE_BROADCAST", location="loss")
+    value, error = run.loss_call()
+    try:
+        joint = np.broadcast_shapes(output.shape, targets.shape)
+    except ValueError:
+        if error is None:
+            return CheckItem("shapes", PASS, summary + "; loss_fn takes them as they are")
+        return fail(
+            message=f"output {output.shape} and targets {targets.shape} neither match nor "
+                    f"are class indices for it",
+            suggestion="make the last layer's width match the targets",
+            evidence={"output": output.shape, "targets": targets.shape})
+    if error is None and not _rows_coupled(run, output, targets):
+        return CheckItem("shapes", PASS, summary + "; loss_fn takes them as they are")
+    return fail(
+        message=f"output {output.shape} and targets {targets.shape} broadcast to {joint} in "
+                f"an elementwise loss: every output is compared with every target, and the "
+                f"loss cannot reach zero",
+        suggestion="make them equal: output.squeeze(-1) or targets.unsqueeze(-1) "
+                   "(targets.view_as(output))",
+        evidence={"output": output.shape, "targets": targets.shape, "broadcast": joint})
 
-    # -------------------------------------------------------------- training
-    def _overfit(self):
-        result = self._overfit_with(self.optimizer)
-        summary = str(result).splitlines()[0].replace("overfit one batch: ", "")
-        if result.passed or self.optimizer is None:
-            return CheckItem("overfit one batch", PASS if result.passed else FAIL, summary,
-                             list(result.findings))
-        fallback = self._overfit_with(None)   # Adam(lr=DEFAULT_LR): is it the optimizer?
-        if not fallback.passed:
-            return CheckItem("overfit one batch", FAIL, summary, list(result.findings))
-        return CheckItem("overfit one batch", FAIL, summary,
-                         [_slow_optimizer_finding(result, fallback, self.optimizer)])
 
-    def _overfit_with(self, optimizer):
-        return overfit_one_batch(self.backend.model, self.loss_fn, self.inputs, self.targets,
-                                 optimizer=optimizer, steps=OVERFIT_STEPS)
+def _rows_coupled(run, logits, targets):
+    """True when the loss's gradient for the first example moves with the other examples'
+    targets: a loss that broadcasts compares every output with every target. A per-example
+    loss (one that reshapes or squeezes by itself) keeps them apart."""
+    backend, batch = run.backend, run.batch
+    if targets.dtype.kind != "f" or len(targets) < 2:
+        return False
+    shifted = targets.copy()
+    shifted[1:] += 1.0
+    first_rows = []
+    for values in (targets, shifted):
+        leaf = backend.from_numpy(logits.copy(), like=first_parameter(backend))
+        leaf.requires_grad_(True)
+        probe = outputs.replace(run.facts["output"], run.facts["logits_key"], leaf)
+        with backend.enable_grad():
+            backend.backward(batch.loss_fn(probe, backend.from_numpy(
+                values, like=first_parameter(backend))))
+        if leaf.grad is None:
+            return False
+        first_rows.append(backend.to_numpy(leaf.grad)[0])
+    return not np.allclose(first_rows[0], first_rows[1], rtol=1e-5, atol=1e-12)
 
-    def _training_steps(self):
-        """A few steps through ``train_step`` (or a plain step) under a Monitor."""
-        names = ("training steps", "activations", "gradient flow", "stale gradients",
-                 "parameters update")
-        with self.backend.preserved(self.optimizer):
-            optimizer = T.make_optimizer(self.backend, self.optimizer, lr=DEFAULT_LR)
-            try:
-                before, after, findings = self._watched_steps(optimizer)
-            except DiagnosticsError:
-                raise
-            except Exception as error:
-                how = "train_step" if self.train_step is not None else "a training step"
-                return ([CheckItem("training steps", FAIL,
-                                   f"{how} raised {type(error).__name__}: {error}")]
-                        + _skipped(names[1:], "the training steps failed"))
-        return [self._loss_trend(before, after, findings),
-                _monitored("activations", findings, ACTIVATION_CODES,
-                           "no dead, saturated, exploding or collapsed layer"),
-                _monitored("gradient flow", findings, FLOW_CODES,
-                           "gradients reach every parameter, no vanishing or exploding norm"),
-                (_monitored("stale gradients", findings, ("STALE_GRADIENTS",),
-                            "train_step clears gradients between steps")
-                 if self.train_step is not None
-                 else CheckItem("stale gradients", SKIP, "give train_step to check your loop")),
-                _monitored("parameters update", findings, ("PARAMS_NOT_UPDATING",),
-                           "every parameter with a gradient changed")]
 
-    def _watched_steps(self, optimizer):
-        rng = self.backend.rng_state()
-        before = self._measured_loss(rng)
-        with Monitor(self.backend.model, optimizer, every=1, window=TRAIN_STEPS) as monitor:
-            for _ in range(TRAIN_STEPS):
-                monitor.step(self._one_step(optimizer))
-            findings = monitor.report().findings
-        return before, self._measured_loss(rng), findings
+# ---------------------------------------------------------------------- loss
+def _loss_at_init(run):
+    value, error = run.loss_call()
+    if error is not None:
+        run.missing["loss"] = "the loss could not be computed"
+        return CheckItem("loss at init", FAIL,
+                         f"loss_fn raised {type(error).__name__}: {_first_line_of(error)}")
+    output, logits = run.facts["output"], run.facts.get("logits")
+    targets = run.batch.target_array()
+    baseline = T.uninformative_loss(run.backend, run.batch, output,
+                                    run.facts.get("logits_key", T.NO_LOGITS), logits)
+    if not math.isfinite(value):
+        run.missing["loss"] = "the loss at init is not finite"
+        return _failing("loss at init", f"loss {value}", code="NAN_LOSS", location="loss")(
+            message=f"the loss at init is {value}",
+            suggestion="look for log(0), division by zero or overflow in forward or the "
+                       "loss; check the inputs for NaN/Inf",
+            evidence={"loss": value})
+    run.facts["loss"] = value
+    if baseline is None:
+        return CheckItem("loss at init", PASS, f"loss {value:.4g}")
+    axis = _class_axis(logits, targets) if targets is not None else None
+    classes = logits.shape[axis] if axis is not None else None
+    reference = (f"-log(1/{classes}) = {baseline:.4g}" if classes
+                 else f"{baseline:.4g} for an all-zero output")
+    summary = f"loss {value:.4g}, expected about {reference}"
+    ratio = value / baseline
+    if not classes and targets is not None and _is_squared_error(baseline, targets):
+        return _squared_error_at_init(summary, value, baseline, ratio)
+    too_high = value > INIT_LOSS_FACTOR * baseline and value - baseline > INIT_LOSS_MARGIN
+    if not too_high:
+        return CheckItem("loss at init", PASS, summary)
+    return _failing("loss at init", summary, code="BAD_INIT_LOSS", location="loss")(
+        message=f"the loss at init is {value:.4g}, {ratio:.1f} times the "
+                f"{reference} of an uninformative output: the initial outputs are "
+                f"confidently wrong",
+        suggestion="scale the last layer's weights down (e.g. by 0.01) and set its bias to "
+                   "0 (or to the log of the class frequencies); check the init scale",
+        evidence={"loss": value, "expected": baseline, "classes": classes, "ratio": ratio},
+        severity="warning")
 
-    def _one_step(self, optimizer):
-        if self.train_step is None:
-            value, _ = T.train_step(self.backend, optimizer, self.loss_fn, self.inputs,
-                                    self.targets)
-            return value
-        returned = self.train_step(self.backend.model, (self.inputs, self.targets), optimizer)
-        if self.backend.is_tensor(returned) or isinstance(returned, (int, float)):
-            return self.backend.scalar(returned)
-        with _eval_mode(self.backend):  # the Monitor would take a train-mode pass for a bug
-            return self._measured_loss(None)
 
-    def _measured_loss(self, rng):
-        """The loss on the batch without a graph; with ``rng``, the same dropout draws each time."""
-        if rng is not None:
-            self.backend.set_rng_state(rng)
-        with self.backend.no_grad():
-            _, loss = T.compute_loss(self.backend, self.loss_fn, self.inputs, self.targets)
-        return self.backend.scalar(loss)
+def _squared_error_at_init(summary, loss, baseline, ratio):
+    """Regression: only outputs far larger than the targets are a bad init."""
+    if ratio <= SQUARED_INIT_LOSS_FACTOR:
+        return CheckItem("loss at init", PASS, summary)
+    scale = math.sqrt(ratio - 1)
+    return _failing("loss at init", summary, code="BAD_INIT_LOSS", location="loss")(
+        message=f"the squared error at init is {loss:.4g}, {ratio:.1f} times the "
+                f"{baseline:.4g} (mean of the squared targets) of an all-zero output: the "
+                f"initial outputs are about {scale:.1f} times the targets' scale (a fresh "
+                f"net's squared error depends on the target scale, so only a ratio above "
+                f"{SQUARED_INIT_LOSS_FACTOR:g}, outputs over 3 times the targets, is "
+                f"flagged)",
+        suggestion="scale the last layer's weights down, or standardise the targets "
+                   "(subtract their mean, divide by their std) and undo it on prediction",
+        evidence={"loss": loss, "expected": baseline, "classes": None,
+                  "ratio": ratio, "limit": SQUARED_INIT_LOSS_FACTOR},
+        severity="warning")
 
-    def _loss_trend(self, before, after, findings):
-        how = "train_step" if self.train_step is not None else "plain steps"
-        summary = f"loss {before:.4g} -> {after:.4g} after {TRAIN_STEPS} {how}"
-        others = [f for f in findings if f.code not in ACTIVATION_CODES + FLOW_CODES
-                  + ("STALE_GRADIENTS", "PARAMS_NOT_UPDATING")]
-        if math.isfinite(after) and after < before:
-            return CheckItem("training steps", _status(others), summary, others)
-        if not math.isfinite(after) or after > before:
-            code, message = "LOSS_DIVERGING", f"the loss rose from {before:.4g} to {after:.4g}"
-            hint = "lower the learning rate; check the sign of the loss and of the update"
-        else:
-            code, message = "LOSS_PLATEAU", f"the loss did not move from {before:.4g}"
-            hint = "check that optimizer.step() runs and that the learning rate is not 0"
-        finding = Finding(code, "error", "loss", f"{message} in {TRAIN_STEPS} training steps",
-                          hint, {"before": before, "after": after, "steps": TRAIN_STEPS})
-        return CheckItem("training steps", FAIL, summary, [finding] + others)
 
-    # ------------------------------------------------------------- gradients
-    def _gradient_check(self):
-        rows = min(GRADCHECK_ROWS, T.first_dimension(self.backend, self.inputs))
-        inputs = tuple(x[:rows] for x in self.inputs) if isinstance(self.inputs, tuple) \
-            else self.inputs[:rows]
-        try:
-            report = check_gradients(self.backend.model, self.loss_fn, inputs,
-                                     self.targets[:rows])
-        except DiagnosticsError as error:
-            return CheckItem("gradient check", SKIP, f"not checked: {error}")
-        summary = str(report).splitlines()[0]
-        return CheckItem("gradient check", PASS if report.passed else FAIL,
-                         f"{summary} (first {rows} rows)", list(report.findings))
+# ------------------------------------------------------------------ training
+def _overfit(run):
+    result = _overfit_with(run, run.optimizer)
+    if result.passed or run.optimizer is None:
+        return CheckItem("overfit one batch", PASS if result.passed else FAIL, result.headline,
+                         list(result.findings))
+    run.restore()
+    fallback = _overfit_with(run, None)   # Adam(lr=DEFAULT_LR): is it the optimizer?
+    if not fallback.passed:
+        return CheckItem("overfit one batch", FAIL, result.headline, list(result.findings))
+    return CheckItem("overfit one batch", FAIL, result.headline,
+                     [_slow_optimizer_finding(result, fallback, run.optimizer)])
+
+
+def _overfit_with(run, optimizer):
+    return overfit.run(run.backend, run.batch, optimizer=optimizer, train_step=run.train_step,
+                       steps=OVERFIT_STEPS)
+
+
+def _training_steps(run):
+    """A few steps through ``train_step`` (or a plain step) under a Monitor."""
+    run.missing["watched"] = "the training steps failed"
+    optimizer = T.make_optimizer(run.backend, run.optimizer, lr=DEFAULT_LR)
+    state = run.backend.rng_state()
+    before = _measured_loss(run, state)
+    with Monitor(run.backend.model, optimizer, every=1, window=TRAIN_STEPS) as monitor:
+        for _ in range(TRAIN_STEPS):
+            monitor.step(_one_step(run, optimizer))
+        findings = monitor.report().findings
+    after = _measured_loss(run, state)
+    run.facts["watched"] = findings
+    return _loss_trend(run, before, after, findings)
+
+
+def _one_step(run, optimizer):
+    """One step; its loss from ``train_step``'s return value, or measured after it."""
+    backend, batch = run.backend, run.batch
+    if run.train_step is None:
+        value, _ = T.train_step(backend, optimizer, batch)
+        return value
+    returned = run.train_step(backend.model, (batch.inputs, batch.targets), optimizer)
+    if backend.is_tensor(returned) or isinstance(returned, (int, float)):
+        return backend.scalar(returned)
+    with _eval_mode(backend):  # the Monitor would take a train-mode pass for a bug
+        return _measured_loss(run, None)
+
+
+def _measured_loss(run, rng):
+    """The loss on the batch without a graph; with ``rng``, the same dropout draws each time."""
+    if rng is not None:
+        run.backend.set_rng_state(rng)
+    with run.backend.no_grad():
+        _, loss = run.batch.output_and_loss(run.backend)
+    return run.backend.scalar(loss)
+
+
+def _loss_trend(run, before, after, findings):
+    how = "train_step" if run.train_step is not None else "plain steps"
+    summary = f"loss {before:.4g} -> {after:.4g} after {TRAIN_STEPS} {how}"
+    others = [f for f in findings if f.code not in ACTIVATION_CODES + FLOW_CODES
+              + ("STALE_GRADIENTS", "PARAMS_NOT_UPDATING")]
+    if math.isfinite(after) and after < before:
+        return CheckItem("training steps", _status(others), summary, others)
+    if not math.isfinite(after) or after > before:
+        code, message = "LOSS_DIVERGING", f"the loss rose from {before:.4g} to {after:.4g}"
+        hint = "lower the learning rate; check the sign of the loss and of the update"
+    else:
+        code, message = "LOSS_PLATEAU", f"the loss did not move from {before:.4g}"
+        hint = "check that optimizer.step() runs and that the learning rate is not 0"
+    finding = Finding(code, "error", "loss", f"{message} in {TRAIN_STEPS} training steps",
+                      hint, {"before": before, "after": after, "steps": TRAIN_STEPS})
+    return CheckItem("training steps", FAIL, summary, [finding] + others)
+
+
+def _watched(name, codes, healthy):
+    """An item reading the Monitor's findings of the training steps."""
+    def check(run):
+        return _monitored(name, run.facts["watched"], codes, healthy)
+    return check
+
+
+def _stale_gradients(run):
+    if run.train_step is None:
+        return CheckItem("stale gradients", SKIP, "give train_step to check your loop")
+    return _monitored("stale gradients", run.facts["watched"], ("STALE_GRADIENTS",),
+                      "train_step clears gradients between steps")
+
+
+# ----------------------------------------------------------------- gradients
+def _gradient_check(run):
+    rows = min(GRADCHECK_ROWS, run.batch.batch_size)
+    part = run.batch.rows(rows)
+    try:
+        batch = Batch.prepare(run.backend, run.batch.loss_fn, part.inputs, part.targets,
+                              output=part.selector, float64=True, targets_required=False)
+        report = run_check(run.backend, batch, GradientSettings())
+    except DiagnosticsError as error:   # raised by the user's code (its cause) fails the item
+        status = FAIL if error.__cause__ is not None else SKIP
+        return CheckItem("gradient check", status, f"not checked: {error}")
+    return CheckItem("gradient check", PASS if report.passed else FAIL,
+                     f"{gradient_headline(report)} (first {rows} rows)", list(report.findings))
+
+
+ITEMS = (
+    Item("parameters", _parameters),
+    Item("forward", _forward),
+    Item("label dtype", _label_dtype, needs=("logits",)),
+    Item("shapes", _shapes, needs=("logits",)),
+    Item("loss at init", _loss_at_init, needs=("output",)),
+    Item("overfit one batch", _overfit, needs=("loss", "optimizer")),
+    Item("training steps", _training_steps, needs=("loss", "optimizer")),
+    Item("activations", _watched("activations", ACTIVATION_CODES,
+                                 "no dead, saturated, exploding or collapsed layer"),
+         needs=("watched",)),
+    Item("gradient flow", _watched("gradient flow", FLOW_CODES,
+                                   "gradients reach every parameter, no vanishing or exploding "
+                                   "norm"), needs=("watched",)),
+    Item("stale gradients", _stale_gradients, needs=("watched",)),
+    Item("parameters update", _watched("parameters update", ("PARAMS_NOT_UPDATING",),
+                                       "every parameter with a gradient changed"),
+         needs=("watched",)),
+    Item("gradient check", _gradient_check, needs=("loss",)),
+)
 
 
 @contextlib.contextmanager
@@ -405,16 +549,16 @@ def _eval_mode(backend):
             module.training = modes[name]
 
 
-def _class_layout(output, targets):
-    """Class-index targets for class scores: (N, C, ...) output with C >= 2, (N, ...) targets
-    holding whole numbers (of any dtype: a float dtype is the LABEL_DTYPE item's business)."""
-    if not (output.ndim == targets.ndim + 1 and output.ndim >= 2 and output.shape[1] >= 2
-            and output.shape[:1] + output.shape[2:] == targets.shape):
-        return False
-    if targets.dtype.kind in "iu":
-        return True
-    return targets.dtype.kind == "f" and bool(np.all(np.isfinite(targets))) and bool(
-        np.all(targets == np.round(targets)))
+def _class_axis(output, targets):
+    """The class axis of ``output`` (ndarray) when ``targets`` are class indices for it, in a
+    layout ``diagnostics.layouts`` recognises, holding whole numbers of any dtype (a float
+    dtype is the label dtype item's business); else None."""
+    axis = class_axis(output.shape, targets.shape)
+    if axis is None or targets.dtype.kind in "iu":
+        return axis
+    whole = (targets.dtype.kind == "f" and bool(np.all(np.isfinite(targets)))
+             and bool(np.all(targets == np.round(targets))))
+    return axis if whole else None
 
 
 def _is_squared_error(baseline, targets):
@@ -427,22 +571,12 @@ def _is_squared_error(baseline, targets):
                for level in (float(squares.mean()), float(squares.sum())))
 
 
-def _shapes(backend, inputs):
-    if isinstance(inputs, tuple):
-        return ", ".join(str(tuple(x.shape)) for x in inputs)
-    return str(tuple(inputs.shape))
-
-
 def _failing(name, summary, *, code, location):
     """A function that makes the FAIL item ``name`` with one ``code`` finding."""
     def fail(*, message, suggestion, evidence, severity="error"):
         finding = Finding(code, severity, location, message, suggestion, evidence)
         return CheckItem(name, FAIL, summary, [finding])
     return fail
-
-
-def _skipped(names, why):
-    return [CheckItem(name, SKIP, why) for name in names]
 
 
 def _status(findings):

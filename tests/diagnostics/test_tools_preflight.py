@@ -223,13 +223,21 @@ def test_bad_arguments_raise_naming_the_argument(framework):
     other = OPTIM[framework].SGD(mlp(framework).parameters(), lr=0.1)
     cases = [
         ({"train_step": "step"}, "train_step: expected a callable"),
-        ({"optimizer": other}, "optimizer: expected an optimizer over this model's parameters"),
+        ({"optimizer": "adam"}, "optimizer: expected a torch.optim"),
     ]
     for kwargs, message in cases:
         with pytest.raises(DiagnosticsError, match=message):
             preflight(model, loss, x, y, **kwargs)
     with pytest.raises(DiagnosticsError, match="targets: expected a"):
         preflight(model, loss, x, list(y))
+    # issue 12: an optimizer over another model's tensors is the finding the user needs, not
+    # an exception (it used to raise "optimizer: expected an optimizer over this model's ...")
+    report = preflight(model, loss, x, y, optimizer=other)
+    (finding,) = report.item("parameters").findings
+    assert finding.code == "PARAMS_NOT_UPDATING" and finding.evidence["foreign_tensors"] == 4
+    assert "not this model's parameters" in finding.message
+    assert _statuses(report)["overfit one batch"] == "SKIP"
+    assert "does not hold the model's parameters" in report.item("training steps").summary
 
 
 FACTORY = """

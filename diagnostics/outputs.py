@@ -1,0 +1,166 @@
+"""Which part of a model's output is the logits: one documented rule for every diagnostic.
+
+Models return a tensor, a tuple or a list, a dict (Hugging Face's ``ModelOutput`` is one), a
+dataclass or a namedtuple. The rule, first match wins:
+
+1. ``output=`` names the logits: a key or attribute name (str), a position (int), or a
+   callable ``output -> tensor``.
+2. A tensor is the logits.
+3. The entry named ``logits`` (a dict key, a dataclass or namedtuple field).
+4. When the loss function is known (the tools have one): the one floating tensor entry the
+   loss reads. Each entry is replaced by a fresh leaf, the loss runs once, and the entry
+   whose leaf receives a gradient is the logits.
+5. The first floating tensor entry (torch's convention: ``nn.LSTM``, ``nn.MultiheadAttention``
+   and Hugging Face's tuples put the main output first).
+
+Only the top level of the output is searched. The logits only serve the statistics that need
+class scores (accuracy, label layout, chance level); the loss always gets the whole output, as
+the user's training loop gives it.
+"""
+import copy
+import dataclasses
+from collections.abc import Mapping
+
+import numpy as np
+
+from .errors import DiagnosticsError
+
+LOGITS = "logits"
+
+
+def entries(output):
+    """``[(key, value)]`` of the top level of ``output``; ``[(None, output)]`` for anything that
+    is not a container (a tensor)."""
+    if isinstance(output, Mapping):
+        return list(output.items())
+    if dataclasses.is_dataclass(output) and not isinstance(output, type):
+        return [(f.name, getattr(output, f.name)) for f in dataclasses.fields(output)]
+    if isinstance(output, tuple) and hasattr(output, "_fields"):
+        return list(zip(output._fields, output))
+    if isinstance(output, (tuple, list)):
+        return list(enumerate(output))
+    return [(None, output)]
+
+
+def check_selector(selector):
+    """A ``DiagnosticsError`` naming ``output`` unless ``selector`` is None, a str, an int or a
+    callable."""
+    ok = (selector is None or isinstance(selector, str) or callable(selector)
+          or (isinstance(selector, (int, np.integer)) and not isinstance(selector, bool)))
+    if not ok:
+        raise DiagnosticsError(f"output: expected None, a key or attribute name (str), a "
+                               f"position (int) or a callable output -> tensor, got "
+                               f"{type(selector).__name__}")
+    return selector
+
+
+def select_key(backend, output, *, selector=None, reads=None):
+    """The key of the logits in ``output`` by the rule above (None: ``output`` itself is the
+    tensor); ``reads()`` returns the keys the loss reads (rule 4), called only when needed.
+    A ``DiagnosticsError`` naming ``output`` when ``selector`` names nothing there; a
+    ``LookupError`` when no floating tensor is found."""
+    if callable(selector):
+        return selector
+    items = entries(output)
+    if selector is not None:
+        keys = [key for key, _ in items]
+        if isinstance(selector, str) and selector not in keys and hasattr(output, selector):
+            return selector
+        if selector not in keys and not (isinstance(selector, (int, np.integer))
+                                         and isinstance(output, (tuple, list))
+                                         and -len(output) <= selector < len(output)):
+            raise DiagnosticsError(f"output: expected a key, field or position of the model's "
+                                   f"output ({describe(backend, output)}), got {selector!r}")
+        return selector
+    if items == [(None, output)]:
+        if backend.is_tensor(output):
+            return None
+        raise LookupError(f"the model returned {type(output).__name__}, not a tensor")
+    floating = [key for key, value in items if _floating(backend, value)]
+    if LOGITS in floating:
+        return LOGITS
+    if len(floating) > 1 and reads is not None:
+        read = [key for key in (reads() or ()) if key in floating]
+        if len(read) == 1:
+            return read[0]
+    if floating:
+        return floating[0]
+    raise LookupError(f"no floating tensor in the model's output ({describe(backend, output)})")
+
+
+def pick(output, key):
+    """The entry ``key`` (from ``select_key``) of ``output``."""
+    if key is None:
+        return output
+    if callable(key):
+        return key(output)
+    if isinstance(output, Mapping):
+        return output[key]
+    if isinstance(key, str):
+        return getattr(output, key)
+    return output[key]
+
+
+def replace(output, key, value):
+    """``output`` with the entry ``key`` replaced by ``value`` (a new container; the old one is
+    not changed)."""
+    if key is None:
+        return value
+    if callable(key):
+        raise DiagnosticsError("output: a callable selector cannot say where to put a "
+                               "replacement; name the logits by key or position")
+    if isinstance(output, Mapping):
+        new = copy.copy(output)
+        new[key] = value
+        return new
+    if isinstance(output, tuple) and hasattr(output, "_replace"):
+        return output._replace(**{key if isinstance(key, str) else output._fields[key]: value})
+    if isinstance(output, (tuple, list)):
+        items = list(output)
+        items[key] = value
+        return type(output)(items) if type(output) in (tuple, list) else items
+    new = copy.copy(output)
+    object.__setattr__(new, key, value)
+    return new
+
+
+def loss_reads(backend, loss_fn, output, targets):
+    """The keys of the floating tensor entries that ``loss_fn`` reads (None when it cannot run
+    on leaves): each entry becomes a detached leaf, and the loss's backward says which ones it
+    reached."""
+    leaves = {}
+    probe = output
+    for key, value in entries(output):
+        if _floating(backend, value):
+            leaves[key] = backend.from_numpy(backend.to_numpy(value), like=value)
+            leaves[key].requires_grad_(True)
+            probe = replace(probe, key, leaves[key])
+    try:
+        backend.backward(loss_fn(probe, targets))
+    except Exception:  # the loss cannot take the probe: rule 4 does not apply
+        return None
+    return [key for key, leaf in leaves.items()
+            if leaf.grad is not None and np.any(backend.to_numpy(leaf.grad))]
+
+
+def describe(backend, output):
+    """``tensor (8, 10) float32``, or ``dict: logits (8, 10), loss ()``: what forward returned."""
+    if backend.is_tensor(output):
+        return f"{tuple(output.shape)} {_dtype(output)}"
+    parts = []
+    for key, value in entries(output):
+        name = f"[{key}]" if isinstance(key, int) else key
+        shown = tuple(value.shape) if backend.is_tensor(value) else type(value).__name__
+        parts.append(f"{name} {shown}")
+    return f"{type(output).__name__}: " + ", ".join(parts)
+
+
+def _floating(backend, value):
+    if not backend.is_tensor(value):
+        return False
+    flag = getattr(value.dtype, "is_floating_point", None)
+    return bool(flag) if flag is not None else np.dtype(value.dtype).kind == "f"
+
+
+def _dtype(tensor):
+    return str(tensor.dtype).replace("torch.", "")

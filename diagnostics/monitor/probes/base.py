@@ -14,6 +14,7 @@ class Context:
     thresholds: object
     window: int
     optimizer: object = None
+    output: object = None  # ``Monitor(output=...)``: where the logits are (diagnostics.outputs)
     step: int = 0          # the iteration under way
     sample: object = None  # its ``Sample`` when it is sampled, else None
 

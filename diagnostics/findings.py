@@ -31,6 +31,7 @@ CODES = {
     "DATA_LEAKAGE": "the same examples in train and test",
     "LABEL_IMBALANCE": "one class outnumbers another by more than 10:1",
     "GRAPH_RETAINED": "the autograd graph is kept alive across steps",
+    "UNSEEN_LAYERS": "layers the Monitor cannot take statistics of (info)",
 }
 
 

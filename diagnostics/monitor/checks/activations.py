@@ -158,9 +158,10 @@ def unseen_layers(view):
         f"the model is compiled (torch.compile): hooks inside the compiled graph do not run, "
         f"and replaying its module underneath (_orig_mod) without gradients raised "
         f"{compiled['error']}, so the statistics of its {compiled['layers']} layers and their "
-        f"checks (dead units, saturation, exploding or collapsed activations) are missing "
-        f"after {compiled['replays']} replayed sampled steps; gradients, updates and the loss "
-        f"are still watched",
+        f"checks (dead units, saturation, exploding or collapsed activations) are missing"
+        + (f" after the first {compiled['replays']} sampled steps" if compiled["replays"]
+           else "")
+        + "; gradients, updates and the loss are still watched",
         "to see the layers, monitor a run of the uncompiled model (Monitor(model) on the "
         "model before torch.compile, called as it is), or make its forward run eagerly "
         "under torch.no_grad()",

@@ -10,6 +10,8 @@ random generators are put back after the replay) and batch statistics (buffers p
 the statistics are those of the compiled call that follows, up to the compiler's rounding.
 The cost: one forward pass without gradients per sampled iteration, none in between, and no
 recompile. Gradients and updates need no replay (parameter hooks run outside the graph).
+The replay gets copies of the input tensors; what it cannot undo is a forward that changes
+Python state of its own (a call counter), and the user's own hooks see the extra call.
 """
 import contextlib
 
@@ -29,9 +31,25 @@ def replay(backend, module, args, kwargs):
         state = backend.rng_state()
         try:
             with backend.no_grad():
-                module(*args, **kwargs)
+                module(*_copies(backend, args), **dict(zip(kwargs, _copies(backend,
+                                                                           kwargs.values()))))
         finally:
             backend.set_rng_state(state)
+
+
+def _copies(backend, values):
+    """``values`` with each tensor, also one inside a top-level tuple, list or dict, copied:
+    a forward that changes its input in place (``x.relu_()``) must not change the real call's."""
+    def copy(value):
+        if backend.is_tensor(value):
+            return value.detach().clone()
+        if isinstance(value, dict):
+            return {k: v.detach().clone() if backend.is_tensor(v) else v
+                    for k, v in value.items()}
+        if type(value) in (tuple, list):
+            return type(value)(v.detach().clone() if backend.is_tensor(v) else v for v in value)
+        return value
+    return [copy(value) for value in values]
 
 
 @contextlib.contextmanager

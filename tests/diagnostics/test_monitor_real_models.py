@@ -113,6 +113,50 @@ def test_a_compiled_model_trains_exactly_as_without_the_monitor(dynamo):
     assert all(torch.equal(watched_state[k], v) for k, v in model.state_dict().items())
 
 
+def test_the_replay_leaves_inputs_buffers_and_random_draws_to_the_real_call(dynamo):
+    import torch
+    from torch import nn
+
+    class Busy(nn.Module):
+        """Changes its input in place, draws dropout masks, counts BatchNorm batches."""
+
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(FEATURES, 32), nn.BatchNorm1d(32), nn.ReLU(),
+                                     nn.Dropout(0.5), nn.Linear(32, 4))
+
+        def forward(self, x):
+            x.mul_(2.0)
+            return self.net(x)
+
+    def train(monitor):
+        torch.manual_seed(0)
+        plain = Busy()
+        model = torch.compile(plain, backend=COMPILE_BACKEND)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        x = torch.ones(8, FEATURES)
+        y = torch.zeros(8, dtype=torch.long)
+        watched = Monitor(model, optimizer, every=1) if monitor else None
+        losses = []
+        for _ in range(3):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            if watched:
+                watched.step(loss)
+        if watched:
+            watched.close()
+        return losses, x, plain.net[1].num_batches_tracked.item(), plain.state_dict()
+
+    losses, x, batches_seen, state = train(monitor=True)
+    plain_losses, plain_x, plain_batches, plain_state = train(monitor=False)
+    assert losses == plain_losses and torch.equal(x, plain_x) and float(x[0, 0]) == 8.0
+    assert batches_seen == plain_batches == 3
+    assert all(torch.equal(state[k], v) for k, v in plain_state.items())
+
+
 def test_a_dead_relu_inside_a_compiled_model_is_caught(dynamo):
     _, model = compiled_mlp(dead=True)
     report, _ = run(TORCH, model)

@@ -391,3 +391,28 @@ def test_params_not_updating_says_they_did_not_change(fw):
     assert finding.message.startswith("none of 0.weight and 0.bias changed in any of the ")
     assert "although each of those steps brought them a gradient" in finding.message
     assert finding.evidence["sampled_steps"] >= 2
+
+
+# ----------------------------------------------------------------- packed sequences
+def test_an_lstm_over_packed_sequences_has_statistics():
+    import torch
+    from torch import nn
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    class Packed(nn.Module):
+        """``nn.LSTM`` returns ``(PackedSequence, (h, c))``: no tensor at the top level."""
+
+        def __init__(self):
+            super().__init__()
+            self.rnn, self.out = nn.LSTM(FEATURES, 8, batch_first=True), nn.Linear(8, 4)
+
+        def forward(self, x):
+            lengths = torch.full((x.shape[0],), 3, dtype=torch.long)
+            _, (h, _) = self.rnn(pack_padded_sequence(x.reshape(-1, 4, 4).repeat(1, 1, 4),
+                                                      lengths, batch_first=True))
+            return self.out(h[-1])
+
+    torch.manual_seed(0)
+    report, _ = run(TORCH, Packed(), steps=3, every=1)
+    rnn = next(layer for layer in report.layers if layer.name == "rnn")
+    assert np.isfinite(rnn.mean) and rnn.units == 8

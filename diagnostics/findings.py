@@ -35,6 +35,7 @@ CODES = {
     "CAUSALITY_LEAK": "a causal model's output at position t depends on later positions",
     "LABEL_RANGE": "targets use a class the output lacks, or never use one it has",
     "LABELS_SORTED": "training batches hold labels sorted by class (data not shuffled)",
+    "UNSEEN_LAYERS": "layers the Monitor cannot take statistics of (info)",
 }
 
 

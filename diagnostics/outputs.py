@@ -9,7 +9,8 @@ dataclass or a namedtuple. The rule, first match wins:
 3. The entry named ``logits`` (a dict key, a dataclass or namedtuple field).
 4. When the loss function is known (the tools have one): the one floating tensor entry the
    loss reads. Each entry is replaced by a fresh leaf, the loss runs once, and the entry
-   whose leaf receives a gradient is the logits.
+   whose leaf receives a gradient is the logits. (The Monitor has the loss tensor instead:
+   it follows the loss's graph back to the entries it reaches first.)
 5. The first floating tensor entry (torch's convention: ``nn.LSTM``, ``nn.MultiheadAttention``
    and Hugging Face's tuples put the main output first).
 

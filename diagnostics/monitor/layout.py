@@ -73,6 +73,19 @@ class Layout:
         self.unit_biases = {name: _bias_of(name) for name in self.unit_weights
                             if _bias_of(name) in trainable}
 
+    def call_layer(self, layer, call):
+        """The layer that stands for the ``call``-th call (2, 3, ...) of ``layer``'s module
+        within one model call: named ``name#call``, listed after the module's earlier calls;
+        made on first use (a module's calls are known only once the model runs)."""
+        name = f"{layer.name}#{call}"
+        for known in self.layers:
+            if known.name == name:
+                return known
+        before = layer if call == 2 else self.call_layer(layer, call - 1)
+        made = LayerInfo(name, layer.kind, layer.type_name, layer.module)
+        self.layers.insert(self.layers.index(before) + 1, made)
+        return made
+
     @property
     def trainable(self):
         return [p for p in self.params if p.trainable]

@@ -5,6 +5,7 @@ from collections import deque
 from ..backends import get_backend
 from ..errors import DiagnosticsError, require
 from ..findings import SEVERITIES
+from ..outputs import check_selector
 from .checks import FULL_CHECK_STEPS, run_checks
 from .collector import Collector
 from .history import History, columns_for
@@ -42,7 +43,9 @@ class Monitor:
 
     Checks look back over the last ``window`` sampled steps. ``on_finding(finding)`` is called
     once per new finding (and again if its severity rises); ``sinks`` receive one row per
-    sampled step.
+    sampled step. ``output`` says which entry of a dict, tuple or dataclass output is the
+    logits (a key, a position or a callable), as in the tools; by default the rule of
+    ``diagnostics.outputs`` decides.
     Each signal is a probe (``monitor.probes``); the Monitor schedules the sampled steps,
     runs their one transfer, runs the checks, keeps the findings and feeds the sinks.
     The Monitor never changes the model, the optimizer or any random generator; ``close()``
@@ -50,8 +53,9 @@ class Monitor:
     """
 
     def __init__(self, model, optimizer=None, *, every=DEFAULT_EVERY, window=DEFAULT_WINDOW,
-                 sinks=(), on_finding=None, thresholds=None):
+                 sinks=(), on_finding=None, thresholds=None, output=None):
         backend = get_backend(model)
+        check_selector(output)
         _require_count(every, "every", 1)
         _require_count(window, "window", 2)
         require(on_finding is None or callable(on_finding), "on_finding",
@@ -68,7 +72,8 @@ class Monitor:
         self._collector = Collector(kernels)
         self._ctx = Context(backend=backend, kernels=kernels, layout=layout,
                             collector=self._collector, history=None,
-                            thresholds=self.thresholds, window=window, optimizer=optimizer)
+                            thresholds=self.thresholds, window=window, optimizer=optimizer,
+                            output=output)
         self._probes = [probe(self._ctx) for probe in PROBES]
         columns = columns_for(layout, learning_rate=bool(learning_rates(optimizer)))
         self._history = self._ctx.history = History(

@@ -437,7 +437,8 @@ def _training_steps(run):
     optimizer = T.make_optimizer(run.backend, run.optimizer, lr=DEFAULT_LR)
     state = run.backend.rng_state()
     before = _measured_loss(run, state)
-    with Monitor(run.backend.model, optimizer, every=1, window=TRAIN_STEPS) as monitor:
+    with Monitor(run.backend.model, optimizer, every=1, window=TRAIN_STEPS,
+                 output=run.batch.selector) as monitor:
         for _ in range(TRAIN_STEPS):
             monitor.step(_one_step(run, optimizer))
         findings = monitor.report().findings

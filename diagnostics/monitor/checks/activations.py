@@ -148,4 +148,26 @@ def collapsed_activations(view):
     return []
 
 
-CHECKS = (dead_units, saturated_activations, exploding_activations, collapsed_activations)
+def unseen_layers(view):
+    """A compiled model whose replay failed: its layers' statistics cannot be taken."""
+    compiled = view.signals.get("compiled")
+    if not compiled or compiled["error"] is None:
+        return []
+    return [Finding(
+        "UNSEEN_LAYERS", "info", None,
+        f"the model is compiled (torch.compile): hooks inside the compiled graph do not run, "
+        f"and replaying its module underneath (_orig_mod) without gradients raised "
+        f"{compiled['error']}, so the statistics of its {compiled['layers']} layers and their "
+        f"checks (dead units, saturation, exploding or collapsed activations) are missing"
+        + (f" after the first {compiled['replays']} sampled steps" if compiled["replays"]
+           else "")
+        + "; gradients, updates and the loss are still watched",
+        "to see the layers, monitor a run of the uncompiled model (Monitor(model) on the "
+        "model before torch.compile, called as it is), or make its forward run eagerly "
+        "under torch.no_grad()",
+        {"replays": compiled["replays"], "error": compiled["error"],
+         "layers": compiled["layers"]})]
+
+
+CHECKS = (dead_units, saturated_activations, exploding_activations, collapsed_activations,
+          unseen_layers)

@@ -116,12 +116,29 @@ def no_gradient(view):
     if len(samples) >= 2:
         missing = [p for p in view.layout.trainable
                    if not any(p.name in s.gradients for s in samples)]
+        # left out of the optimizer and never given a gradient: frozen by design (a backbone
+        # run under no_grad); only the parameters the optimizer holds are meant to learn
+        left_out = [p for p in missing if p.in_optimizer is False]
+        missing = [p for p in missing if p.in_optimizer is not False]
+        if left_out:
+            findings.append(Finding(
+                "NO_GRADIENT", "info", left_out[0].module_name,
+                f"{len(left_out)} parameters ({_names(left_out)}) get no gradient and the "
+                f"optimizer does not hold them: frozen, as when part of the model runs under "
+                f"no_grad",
+                "nothing to do if the freeze is on purpose; to train them, add them to the "
+                "optimizer and run their layers outside no_grad (and without .detach())",
+                {"parameters": [p.name for p in left_out], "frozen": len(left_out),
+                 "sampled_steps": len(samples)}))
         for run in _runs(view.layout.trainable, missing):
             last = run[-1]
             findings.append(Finding(
                 "NO_GRADIENT", "warning", last.module_name,
                 f"no gradient reached {_names(run)} in {len(samples)} sampled steps while "
-                f"other parameters got one: the graph is cut at or after "
+                f"other parameters got one"
+                + (" (the optimizer holds them: they are meant to learn)"
+                   if all(p.in_optimizer for p in run) else "")
+                + f": the graph is cut at or after "
                 f"layer {display_name(last.module_name)}, or the module is not used in forward",
                 "look for .detach(), .data, .item()/.numpy() round trips or torch.no_grad() "
                 "inside forward, and for layers defined in __init__ but never called",

@@ -21,7 +21,9 @@ def params_not_updating(view):
             continue
         pushed = [s for s in measured if param.name in s.updates and param.name in s.gradients]
         if len(pushed) >= 2 and all(s.updates[param.name].delta_norm == 0 for s in pushed):
-            stuck.append(param)
+            stuck.append((param, len(pushed)))
+    evidence = min((count for _, count in stuck), default=0)
+    stuck = [param for param, _ in stuck]
     if not stuck:
         return []
     with_gradient = [p for p in view.layout.trainable
@@ -44,15 +46,25 @@ def params_not_updating(view):
         fix = ("call optimizer.step() after loss.backward() in every iteration, on the "
                "optimizer built over this model's parameters")
     where = None if everything else stuck[0].module_name
-    subject = (f"none of the {len(stuck)} parameters" if everything
-               else f"{len(stuck)} parameters of layer {display_name(stuck[0].module_name)}")
+    subject = (f"none of the {len(stuck)} parameters of the model" if everything
+               else f"none of {_names(stuck)}")
     return [Finding(
         "PARAMS_NOT_UPDATING", "error", where,
-        f"{subject} changed in {len(measured)} sampled steps although they received "
-        f"gradients: {cause}",
+        f"{subject} changed in any of the {evidence} sampled steps that measured them, "
+        f"although each of those steps brought them a gradient: {cause}",
         fix,
         {"parameters": [p.name for p in stuck], "not_in_optimizer": outside,
-         "learning_rates": lrs, "sampled_steps": len(measured)})]
+         "learning_rates": lrs, "sampled_steps": evidence})]
+
+
+def _names(params, limit=4):
+    """``fc.weight``, ``fc.weight and fc.bias``, ``a, b, c, d and 3 more``."""
+    names = [p.name for p in params]
+    if len(names) == 1:
+        return names[0]
+    if len(names) <= limit:
+        return ", ".join(names[:-1]) + " and " + names[-1]
+    return ", ".join(names[:limit]) + f" and {len(names) - limit} more"
 
 
 CHECKS = (params_not_updating,)

@@ -11,8 +11,9 @@ probe                     signal
 ``LossProbe``             the loss of every step (history, first NaN, loss levels)
 ``LearningRateProbe``     the optimizer's learning rates
 ``InputsProbe``           the model input's statistics and the batch size
-``OutputsProbe``          the output's width (classes) and prediction entropy
-``ActivationsProbe``      each layer's output statistics and silent units
+``OutputsProbe``          the logits' width (classes) and prediction entropy
+``ActivationsProbe``      each layer's output statistics (per call: ``act#2``) and silent
+                          units; a compiled model's through an eager replay
 ``UpdatesProbe``          |Δw| / |w| of each parameter across the optimizer's step
 ``GradientsProbe``        per-parameter gradients, stale ``.grad``, the norm, rows without
                           gradient

@@ -1,10 +1,26 @@
-"""Each watched layer's output on sampled iterations, and which of its units stay silent."""
+"""Each watched layer's output on sampled iterations, and which of its units stay silent.
+
+A module called more than once in one model call (one ``nn.ReLU`` after two layers, a block
+applied twice) gets a record per call: its first call under the module's name, the n-th under
+``name#n`` (``act#2``), up to ``MAX_CALLS``; later calls fold into ``name#MAX_CALLS``. Each
+call is its own row of the report and its own dead-unit check, so a dead second use is not
+hidden by a live first one. The history and the sinks keep the first call (their columns are
+fixed before the model runs).
+
+Layers are recorded in training calls of the model (gradients on when it was called), also
+where part of it runs under ``no_grad`` (a frozen backbone); a call of the whole model without
+gradients is an evaluation pass and is left out. A compiled model is seen through a replay of
+its module underneath (``monitor/compiled.py``).
+"""
 import math
 
+from ..compiled import module_underneath, replay
 from ..history import activation_columns
 from ..records import ActivationRecord
 from ..units import UnitActivity
 from .base import Probe
+
+MAX_CALLS = 8
 
 
 def queue_activation(ctx, tensor, saturation, receive):
@@ -22,31 +38,96 @@ class ActivationsProbe(Probe):
         super().__init__(ctx)
         self.units = UnitActivity(min(ctx.window, ctx.thresholds.dead_samples))
         self._columns = [(layer, activation_columns(layer)) for layer in ctx.layout.layers]
+        self._layers = list(ctx.layout.layers)   # one per module, in the model's order
+        self._calls = {}              # layer name -> its module's calls in this model call
+        self._call_layers = {}        # (layer name, n) -> the LayerInfo of the n-th call
+        self._training_call = False   # inside a model call made with gradients on
+        self._underneath = module_underneath(ctx.backend.model)
+        self._replaying = False
+        self._replayed = False        # this sampled iteration's replay is done
+        self.replays = 0
+        self.replay_error = None      # what the replay of a compiled model raised, if it did
 
     def attach(self):
         backend = self.ctx.backend
+        handles = [backend.add_forward_hook(backend.model, self._on_model_output)]
+        if self._underneath is None:   # a compiled model's layers are hooked for the replay
+            handles += self._layer_hooks()
+        return handles
+
+    def _layer_hooks(self):
+        backend = self.ctx.backend
         return [backend.add_forward_hook(layer.module, self._hook(layer))
-                for layer in self.ctx.layout.layers]
+                for layer in self._layers]
+
+    def begin(self):
+        self._calls = {}
+        self._replayed = self.replay_error is not None   # a replay that failed is not retried
+
+    def on_forward(self, args, kwargs, grad_enabled):
+        self._calls = {}
+        self._training_call = grad_enabled and self.ctx.sample is not None
+        if self._training_call and self._underneath is not None and not self._replayed:
+            self._replayed = True
+            self._replay(args, kwargs)
+
+    def _on_model_output(self, module, args, output):
+        self._training_call = False
+        return None
+
+    def _replay(self, args, kwargs):
+        handles = []
+        self._replaying = True
+        try:
+            handles = self._layer_hooks()
+            replay(self.ctx.backend, self._underneath, args, kwargs)
+            self.replays += 1
+        except Exception as error:   # the user's forward failed eagerly: say what is unseen
+            self.replay_error = f"{type(error).__name__}: {error}"
+        finally:
+            self._replaying = False
+            self._calls = {}
+            for handle in reversed(handles):
+                handle.remove()
 
     def _hook(self, layer):
-        ctx, name = self.ctx, layer.name
+        ctx = self.ctx
 
         def hook(module, args, output):
             sample = ctx.sample
-            if sample is not None and ctx.backend.grad_enabled():
-                tensor = ctx.first_tensor(output)
-                if tensor is not None:
-                    queue_activation(ctx, tensor, layer.saturation,
-                                     lambda record: sample.add_activation(name, record))
+            if sample is None or not (self._replaying or self._training_call
+                                      or ctx.backend.grad_enabled()):
+                return None
+            tensor = ctx.first_tensor(output)
+            if tensor is not None:
+                name = self._call_name(layer)
+                queue_activation(ctx, tensor, layer.saturation,
+                                 lambda record: sample.add_activation(name, record))
             return None
         return hook
+
+    def _call_name(self, layer):
+        """``layer.name`` for the module's first call in this model call, ``name#n`` after."""
+        call = self._calls.get(layer.name, 0) + 1
+        self._calls[layer.name] = call
+        if call == 1:
+            return layer.name
+        call = min(call, MAX_CALLS)
+        made = self._call_layers.get((layer.name, call))
+        if made is None:
+            made = self._call_layers[layer.name, call] = self.ctx.layout.call_layer(layer, call)
+        return made.name
 
     def finish(self, sample):
         for name, record in sample.activations.items():
             self.units.add(name, record)
 
     def view_fields(self):
-        return {"units": self.units}
+        signals = {}
+        if self._underneath is not None:
+            signals["compiled"] = {"replays": self.replays, "error": self.replay_error,
+                                   "layers": len(self._layers)}
+        return {"units": self.units, "signals": signals}
 
     def fill_row(self, row, sample, view):
         for layer, columns in self._columns:

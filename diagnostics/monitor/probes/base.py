@@ -14,17 +14,24 @@ class Context:
     thresholds: object
     window: int
     optimizer: object = None
+    output: object = None  # ``Monitor(output=...)``: where the logits are (diagnostics.outputs)
     step: int = 0          # the iteration under way
     sample: object = None  # its ``Sample`` when it is sampled, else None
 
     def first_tensor(self, output):
-        """``output`` itself when it is a tensor, else the first tensor of a tuple or list."""
+        """``output`` itself when it is a tensor, else the first tensor of a tuple or list,
+        else the first one a level down (an LSTM's ``(PackedSequence, (h, c))`` gives the
+        packed ``data``)."""
         is_tensor = self.backend.is_tensor
         if is_tensor(output):
             return output
-        if isinstance(output, (tuple, list)):
-            return next((o for o in output if is_tensor(o)), None)
-        return None
+        if not isinstance(output, (tuple, list)):
+            return None
+        found = next((o for o in output if is_tensor(o)), None)
+        if found is not None:
+            return found
+        inner = (i for o in output if isinstance(o, (tuple, list)) for i in o if is_tensor(i))
+        return next(inner, None)
 
 
 class Probe:

@@ -1,18 +1,48 @@
-"""The model's input on sampled iterations: its statistics and the batch size."""
+"""The model's input on sampled iterations: its statistics and the batch size.
+
+The input is the first tensor among the positional arguments. A model called with keywords
+only (``model(**batch)``) has its input under a conventional name: the first of ``INPUT_NAMES``
+present (Hugging Face's ``input_ids``, ``pixel_values``, ...), else the first floating tensor
+among the keywords, else the first tensor (a mask or the labels tell nothing about the data).
+Token ids give the batch size but no statistics (they are not floating).
+"""
+import numpy as np
+
 from .activations import queue_activation
 from .base import Probe
+
+INPUT_NAMES = ("input_ids", "inputs_embeds", "pixel_values", "input_values", "input_features",
+               "inputs", "input", "x")
+
+
+def input_tensor(backend, args, kwargs):
+    """The tensor that is the model's input in ``model(*args, **kwargs)``, or None."""
+    is_tensor = backend.is_tensor
+    positional = next((a for a in args if is_tensor(a)), None)
+    if positional is not None:
+        return positional
+    named = next((kwargs[k] for k in INPUT_NAMES if k in kwargs and is_tensor(kwargs[k])), None)
+    if named is not None:
+        return named
+    tensors = [v for v in kwargs.values() if is_tensor(v)]
+    floating = [t for t in tensors if _floating(t)]
+    return (floating or tensors or [None])[0]
+
+
+def _floating(tensor):
+    flag = getattr(tensor.dtype, "is_floating_point", None)
+    if flag is not None:
+        return bool(flag)
+    return np.dtype(tensor.dtype).kind == "f"
 
 
 class InputsProbe(Probe):
 
     def on_forward(self, args, kwargs, grad_enabled):
-        """The input is the first tensor among the positional, then the keyword arguments
-        (``model(**batch)``)."""
         sample = self.ctx.sample
         if sample is None or not grad_enabled:
             return
-        is_tensor = self.ctx.backend.is_tensor
-        tensor = next((a for a in (*args, *kwargs.values()) if is_tensor(a)), None)
+        tensor = input_tensor(self.ctx.backend, args, kwargs)
         if tensor is None:
             return
         if sample.batch is None:

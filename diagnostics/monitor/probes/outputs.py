@@ -1,22 +1,69 @@
-"""The model's output on sampled iterations: its width (classes) and prediction entropy."""
+"""The model's output on sampled iterations: its width (classes) and prediction entropy.
+
+Which entry of a dict, tuple or dataclass output holds the logits follows the one rule of
+``diagnostics.outputs`` (``Monitor(output=...)`` overrides it). Its loss-reads step needs the
+loss: the Monitor sees the loss tensor, not the loss function, so it follows the loss's graph
+back to the output entries it reaches first (``_entries_the_loss_reads``). The choice is made
+at ``step(loss)`` and kept while the output keeps that entry.
+"""
 import math
 
+from ... import outputs as output_rule
 from .base import Probe
+
+GRAPH_NODES_WALKED = 10_000   # the walk from the loss gives up (rule 5 applies) beyond this
 
 
 class OutputsProbe(Probe):
 
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self._key = _UNRESOLVED   # where the logits are, once a loss has said so
+        self._pending = None      # (sample, output) of this iteration's first training call
+
     def attach(self):
         return [self.ctx.backend.add_forward_hook(self.ctx.backend.model, self._on_output)]
 
+    def begin(self):
+        self._pending = None
+
     def _on_output(self, module, args, output):
         ctx, sample = self.ctx, self.ctx.sample
-        if sample is not None and ctx.backend.grad_enabled():
-            tensor = ctx.first_tensor(output)
-            if tensor is not None and len(tensor.shape) >= 2:
-                sample.output_width = int(tensor.shape[-1])
-                self._queue_entropy(sample, tensor)
+        if sample is None or not ctx.backend.grad_enabled() or self._pending is not None:
+            return None
+        if self._key is not _UNRESOLVED and self._measure(sample, output, self._key):
+            self._pending = (sample, None)
+        else:
+            self._pending = (sample, output)   # resolved at step(loss)
         return None
+
+    def on_step(self, loss):
+        pending, self._pending = self._pending, None
+        if pending is None or pending[1] is None:
+            return False
+        sample, output = pending
+        try:
+            key = output_rule.select_key(
+                self.ctx.backend, output, selector=self.ctx.output,
+                reads=lambda: _entries_the_loss_reads(self.ctx.backend, output, loss))
+        except LookupError:   # no floating tensor: nothing that looks like class scores
+            return False
+        if self._measure(sample, output, key):
+            self._key = key
+        return False
+
+    def _measure(self, sample, output, key):
+        """Queue the width and entropy of ``output``'s entry ``key``; False when it has none."""
+        try:
+            tensor = output_rule.pick(output, key)
+        except (KeyError, IndexError, AttributeError, TypeError):
+            return False
+        if not self.ctx.backend.is_tensor(tensor):
+            return False
+        if len(tensor.shape) >= 2:
+            sample.output_width = int(tensor.shape[-1])
+            self._queue_entropy(sample, tensor)
+        return True
 
     def _queue_entropy(self, sample, tensor):
         """The mean entropy of the output's softmax, when it looks like class scores (a
@@ -31,3 +78,33 @@ class OutputsProbe(Probe):
         def receive(parts):
             sample.output_entropy = float(parts[0])
         self.ctx.collector.add((entropy,), receive)
+
+    def close(self):
+        self._pending = None
+
+
+_UNRESOLVED = object()
+
+
+def _entries_the_loss_reads(backend, output, loss):
+    """The keys of ``output``'s tensor entries that the loss's graph reaches without passing
+    through another entry (what ``loss_fn`` read directly); None when the loss has no graph."""
+    nodes = {}
+    for key, value in output_rule.entries(output):
+        node = getattr(value, "grad_fn", None) if backend.is_tensor(value) else None
+        if node is not None:
+            nodes.setdefault(id(node), []).append(key)
+    start = getattr(loss, "grad_fn", None)
+    if start is None or not nodes:
+        return None
+    read, seen, stack = [], set(), [start]
+    while stack and len(seen) < GRAPH_NODES_WALKED:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if id(node) in nodes:
+            read += nodes[id(node)]
+            continue   # an entry computed from another (logits from features) is not read
+        stack.extend(backend.node_inputs(node))
+    return read

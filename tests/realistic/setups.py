@@ -876,30 +876,12 @@ KNOWN_FALSE_ALARMS = {
     ('multihead_attention', 'monitor'):
         ('LOSS_PLATEAU [warning] the loss has stayed at 0.683 for the last 50 steps, 5.4% '
          'below where it started (0.7216) (also: LOSS_AT_CHANCE)'),
-    ('lstm_packed', 'sees'):
-        ('layers without statistics: rnn'),
     ('lstm_packed', 'find_lr'):
         ('CRASH TypeError: PackedRNN.forward() missing 1 required positional argument: '
          "'lengths'"),
     ('gru_packed', 'find_lr'):
         ('CRASH TypeError: PackedRNN.forward() missing 1 required positional argument: '
          "'lengths'"),
-    ('dict_output', 'sees'):
-        ('the loss checks read None classes; the logits have 4'),
-    ('tuple_output', 'sees'):
-        ('the loss checks read 32 classes; the logits have 4'),
-    ('dict_logits_and_loss', 'sees'):
-        ('the loss checks read None classes; the logits have 2'),
-    ('compiled', 'sees'):
-        ('layers without statistics: _orig_mod.0, _orig_mod.1, _orig_mod.2, _orig_mod.3, '
-         '_orig_mod.4'),
-    ('frozen_backbone', 'monitor'):
-        ('NO_GRADIENT [warning] no gradient reached backbone.0.weight, backbone.0.bias, '
-         'backbone.2.weight, backbone.2.bias in 7 sampled steps while other parameters got '
-         'one: the graph is cut at or after layer backbone.2, or the module is not used in '
-         'forward'),
-    ('frozen_backbone', 'sees'):
-        ('layers without statistics: backbone.0, backbone.1, backbone.2, backbone.3'),
     ('frozen_backbone', 'preflight'):
         ('NO_GRADIENT [warning] no gradient reached backbone.0.weight, backbone.0.bias, '
          'backbone.2.weight, backbone.2.bias in 8 sampled steps while other parameters got '
@@ -910,14 +892,6 @@ KNOWN_FALSE_ALARMS = {
          'its weight: zeroed (all elements). Worst element backbone.0.weight[1, 8]: '
          'numerical 7.3204e-03, analytical 0.0000e+00. (also: GRADIENT_MISMATCH x3, failed '
          'verdict)'),
-    ('mg_dict_output', 'sees'):
-        ('the loss checks read None classes; the logits have 4'),
-    ('mg_frozen_backbone', 'monitor'):
-        ('NO_GRADIENT [warning] no gradient reached backbone.0.weight, backbone.0.bias in '
-         '7 sampled steps while other parameters got one: the graph is cut at or after '
-         'layer backbone.0, or the module is not used in forward'),
-    ('mg_frozen_backbone', 'sees'):
-        ('layers without statistics: backbone.0, backbone.1'),
     ('mg_frozen_backbone', 'preflight'):
         ('NO_GRADIENT [warning] no gradient reached backbone.0.weight, backbone.0.bias in '
          '8 sampled steps while other parameters got one: the graph is cut at or after '

@@ -2,7 +2,9 @@
 
 ``gradhunt hunt`` plants every catalogued bug on both backends, prints the table and the
 score, and exits 1 when a bug is missed or misplaced or a healthy control raises an alarm.
-``gradhunt inject NAME`` plants one bug and shows the diagnosis step by step.
+``gradhunt inject NAME`` plants one bug and shows the diagnosis step by step. The real-world
+corpus (``bug_injection.real_world``, torch only) runs after the catalogue with its own table
+and score line (``--kind`` picks one part); ``inject`` takes its entries' names too.
 """
 import json
 import sys
@@ -11,6 +13,13 @@ from diagnostics.backends import TORCH_MISSING, torch_installed
 
 from .catalog import catalog, get_bug
 from .models import BACKENDS
+
+KINDS = ("all", "catalogue", "real_world")
+
+
+def _real_world_names():
+    from .real_world import corpus
+    return [entry.name for entry in corpus()]
 
 
 def add_commands(subparsers):
@@ -25,14 +34,19 @@ def add_commands(subparsers):
                         help="only this bug (repeatable); see 'gradhunt inject --list'")
     parser.add_argument("--backend", choices=BACKENDS, help="only this backend")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--kind", choices=KINDS, default="all",
+                        help="the planted catalogue, the real-world corpus (torch), or both "
+                             "(default; --bug narrows to the catalogue)")
     parser.set_defaults(func=_hunt_command)
 
     parser = subparsers.add_parser(
         "inject", help="plant one bug and show the diagnosis step by step",
         description="Plant one catalogued bug into its reference model and show what was "
                     "planted, what the diagnostic reports, and where it points.")
-    parser.add_argument("name", nargs="?", choices=names, metavar="NAME",
-                        help="the bug: " + ", ".join(names))
+    real_world = _real_world_names()
+    parser.add_argument("name", nargs="?", choices=names + real_world, metavar="NAME",
+                        help="the bug: " + ", ".join(names) + "; real-world: "
+                             + ", ".join(real_world))
     parser.add_argument("--backend", choices=BACKENDS, default="minigrad",
                         help="the backend (default: minigrad)")
     parser.add_argument("--list", action="store_true", help="list the catalogue and exit")
@@ -51,14 +65,30 @@ def _hunt_command(args):
         print(f"{TORCH_MISSING}: hunting on minigrad only", file=sys.stderr)
         backends = ("minigrad",)
     progress = _show_progress if sys.stderr.isatty() and not args.json else None
-    result = hunt(bugs=args.bug, backends=backends, progress=progress)
-    if progress is not None:
-        print(file=sys.stderr)
+    result = real = None
+    if args.kind in ("all", "catalogue"):
+        result = hunt(bugs=args.bug, backends=backends, progress=progress)
+        if progress is not None:
+            print(file=sys.stderr)
+    if args.kind == "real_world" or (args.kind == "all" and not args.bug
+                                     and "torch" in backends):
+        from .real_world import hunt as real_world_hunt
+        real = real_world_hunt.hunt_real_world(
+            progress=_show_real_world_progress if progress is not None else None)
+        if progress is not None:
+            print(file=sys.stderr)
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        data = result.to_dict() if result is not None else {}
+        if real is not None:
+            data["real_world"] = real.to_dict()
+        print(json.dumps(data, indent=2))
     else:
-        print(render_table(result))
-    return 0 if result.passed else 1
+        parts = [render_table(result)] if result is not None else []
+        if real is not None:
+            from .real_world.hunt import render as render_real_world
+            parts.append(render_real_world(real))
+        print("\n\n".join(parts))
+    return 0 if all(r.passed for r in (result, real) if r is not None) else 1
 
 
 def _inject_command(args):
@@ -66,7 +96,12 @@ def _inject_command(args):
         width = max(len(bug.name) for bug in catalog())
         for bug in catalog():
             print(f"{bug.name.ljust(width)}  {bug.kind:13}  {bug.description}")
+        from .real_world import corpus
+        for entry in corpus():
+            print(f"{entry.name.ljust(width)}  {'real-world':13}  {entry.root_cause}")
         return 0 if args.list else 2
+    if args.name in _real_world_names():
+        return _inject_real_world(args.name)
     if args.backend == "torch" and not torch_installed():
         print(f"gradhunt inject --backend torch: {TORCH_MISSING}", file=sys.stderr)
         return 2
@@ -75,6 +110,24 @@ def _inject_command(args):
     injection = inject(get_bug(args.name), args.backend)
     print(render_injection(injection))
     return 0 if injection.outcome.ok and injection.reverted else 1
+
+
+def _inject_real_world(name):
+    if not torch_installed():
+        print(f"gradhunt inject {name}: {TORCH_MISSING}", file=sys.stderr)
+        return 2
+    from .real_world import get_entry, run_entry
+    from .real_world.hunt import RealWorldOutcome, render_entry
+
+    entry = get_entry(name)
+    outcome = RealWorldOutcome(entry, run_entry(entry, "buggy"), run_entry(entry, "fixed"))
+    print(render_entry(entry, outcome.buggy, outcome.fixed))
+    return 0 if outcome.ok else 1
+
+
+def _show_real_world_progress(done, total, outcome):
+    text = f"[{done:>3}/{total}] {outcome.entry.name}: {outcome.buggy.verdict}"
+    print("\r" + text.ljust(78)[:78], end="", file=sys.stderr, flush=True)
 
 
 def _show_progress(done, total, outcome):

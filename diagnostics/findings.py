@@ -31,6 +31,10 @@ CODES = {
     "DATA_LEAKAGE": "the same examples in train and test",
     "LABEL_IMBALANCE": "one class outnumbers another by more than 10:1",
     "GRAPH_RETAINED": "the autograd graph is kept alive across steps",
+    "BATCH_MIXING": "an example's output depends on other examples in the batch",
+    "CAUSALITY_LEAK": "a causal model's output at position t depends on later positions",
+    "LABEL_RANGE": "targets use a class the output lacks, or never use one it has",
+    "LABELS_SORTED": "training batches hold labels sorted by class (data not shuffled)",
 }
 
 

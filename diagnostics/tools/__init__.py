@@ -1,8 +1,11 @@
 """Training tools.
 
-Overfit one batch, LR range test, preflight checklist, dead-unit revival, data validation.
+Overfit one batch, LR range test, preflight checklist, dead-unit revival, data validation,
+batch independence and label checks.
 """
+from .batch_independence import check_batch_independence
 from .data_validation import DataReport, validate_data
+from .label_checks import check_batch_label_order, check_label_range
 from .lr_finder import LRFinderResult, find_lr
 from .overfit import OverfitResult, overfit_one_batch
 from .preflight import CheckItem, PreflightReport, preflight
@@ -10,4 +13,5 @@ from .revive import RevivalReport, revive_dead_units
 
 __all__ = ["OverfitResult", "overfit_one_batch", "LRFinderResult", "find_lr", "RevivalReport",
            "revive_dead_units", "DataReport", "validate_data", "PreflightReport", "CheckItem",
-           "preflight"]
+           "preflight", "check_batch_independence", "check_label_range",
+           "check_batch_label_order"]

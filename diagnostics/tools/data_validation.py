@@ -3,7 +3,9 @@
 NaN/Inf values (DATA_NONFINITE), test rows that also appear in the training set (DATA_LEAKAGE,
 by hashing whole rows, then confirming each hit byte for byte), classes outnumbering others
 more than 10:1 (LABEL_IMBALANCE), features far from zero mean and unit variance, and constant
-features (UNNORMALIZED_INPUT). Each finding carries counts and example indices.
+features (UNNORMALIZED_INPUT), and, given ``num_classes`` (the model's output width), class
+labels the output lacks or output units no label uses (LABEL_RANGE). Each finding carries
+counts and example indices.
 """
 import warnings
 from contextlib import contextmanager
@@ -14,6 +16,7 @@ import numpy as np
 from ..errors import DiagnosticsError, require
 from ..findings import Finding
 from ..jsonable import to_jsonable
+from .label_checks import check_label_range
 
 IMBALANCE_RATIO = 10.0
 MEAN_LIMIT = 3.0          # a feature's |mean| above this is "far from zero"
@@ -48,8 +51,11 @@ class DataReport:
         return "\n".join(lines)
 
 
-def validate_data(train_x, train_y=None, *, test_x=None, test_y=None):
-    """Check a data set; arrays or tensors (torch, minigrad), one example per row (first axis)."""
+def validate_data(train_x, train_y=None, *, test_x=None, test_y=None, num_classes=None):
+    """Check a data set; arrays or tensors (torch, minigrad), one example per row (first axis).
+
+    ``num_classes``: the width of the model's output, for class labels; when given, the
+    labels are checked against it (LABEL_RANGE)."""
     train_x = _as_array(train_x, "train_x", minimum_ndim=1)
     train_y = None if train_y is None else _as_array(train_y, "train_y", minimum_ndim=1)
     test_x = None if test_x is None else _as_array(test_x, "test_x", minimum_ndim=1)
@@ -57,6 +63,8 @@ def validate_data(train_x, train_y=None, *, test_x=None, test_y=None):
     _check_rows(train_x, train_y, "train_y", "train_x")
     require(test_y is None or test_x is not None, "test_y", "to come with test_x",
             "test_y without test_x")
+    require(num_classes is None or train_y is not None, "num_classes", "to come with train_y",
+            "num_classes without train_y")
     if test_x is not None:
         require(test_x.shape[1:] == train_x.shape[1:], "test_x",
                 f"rows of shape {train_x.shape[1:]} like train_x", f"{test_x.shape[1:]}")
@@ -78,6 +86,8 @@ def validate_data(train_x, train_y=None, *, test_x=None, test_y=None):
         if classes is not None:
             counts["class_counts"] = classes
             findings.extend(_imbalance(classes))
+        if num_classes is not None:
+            findings.extend(check_label_range(train_y, num_classes=num_classes))
     findings.extend(_normalisation(train_x))
     return DataReport(findings=findings, counts=counts)
 

@@ -72,10 +72,12 @@ def test_plain_gradhunt_runs_the_hunt(capsys, monkeypatch):
         return hunt_module.HuntResult([], 0.0)
 
     monkeypatch.setattr(hunt_module, "hunt", fake_hunt)
+    monkeypatch.setattr("bug_injection.real_world.hunt.corpus", lambda: [])
     assert cli.DEFAULT_COMMAND == "hunt"
     assert cli.main([]) == 0
     assert calls and calls[0]["bugs"] is None
-    assert "score: 0/0" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "score: 0/0" in out and "real-world: 0/0 diagnosed at root cause" in out
 
 
 @pytest.mark.parametrize("backend", ["minigrad", "torch"])

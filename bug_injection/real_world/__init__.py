@@ -1,0 +1,11 @@
+"""Real-world silent training bugs, each from a public source, with a torch reproduction, its
+fixed twin, the finding that names it, and its current status in gradhunt.
+
+``corpus()`` lists the entries; ``run_entry(entry, "buggy" | "fixed")`` runs one twin through
+its tool; ``hunt_real_world()`` runs them all and scores them (``gradhunt hunt``).
+"""
+from .corpus import corpus, get_entry
+from .entry import CATEGORIES, Entry
+from .run import Run, run_entry
+
+__all__ = ["CATEGORIES", "Entry", "Run", "corpus", "get_entry", "run_entry"]

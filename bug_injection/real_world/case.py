@@ -1,0 +1,82 @@
+"""``Case``: one reproduction, built fresh: the user's model, loss, optimizer, loop and data.
+
+A corpus entry's ``buggy()`` and ``fixed()`` each return a ``Case``; the runner hands it to
+the tool the entry names. Everything is tiny and seeded so that a case runs in well under a
+second on a CPU and gives the same findings every time.
+"""
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+STEPS, BATCH = 40, 16
+
+
+@dataclass(kw_only=True)
+class Case:
+    """What the tools need from a reproduction; fields a tool does not use stay None.
+
+    ``train(after_step)`` runs the user's loop and calls ``after_step(loss)`` after every
+    optimizer step (the Monitor's ``step``). ``inputs``/``targets``: one training batch
+    (preflight, check_gradients, batch independence). ``data``: the keyword arguments of
+    ``validate_data``. ``label_batches``: the labels of the batches in the order the loop
+    trains on them."""
+
+    model: object = None
+    loss_fn: Callable | None = None
+    optimizer: object = None
+    train: Callable | None = None
+    inputs: object = None
+    targets: object = None
+    causal: bool = False
+    data: dict = field(default_factory=dict)
+    label_batches: list | None = None
+
+
+def torch_module():
+    import torch
+    return torch
+
+
+def blobs(rows=128, features=8, classes=4, *, seed=0, spread=1.0):
+    """Gaussian class clusters, float32 features and int64 labels, classes interleaved."""
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((classes, features)) * 2.0
+    labels = np.arange(rows) % classes
+    rng.shuffle(labels)
+    x = centers[labels] + spread * rng.standard_normal((rows, features))
+    return x.astype(np.float32), labels.astype(np.int64)
+
+
+def tensors(*arrays):
+    torch = torch_module()
+    return tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in arrays)
+
+
+def batches(rows, size=BATCH, steps=STEPS):
+    """``(step, start, stop)`` of consecutive minibatches, wrapping around the data."""
+    for step in range(steps):
+        start = (step * size) % rows
+        yield step, start, start + size
+
+
+def mlp(features=8, hidden=32, outputs=4, *, seed=0, dropout=0.0):
+    torch = torch_module()
+    torch.manual_seed(seed)
+    layers = [torch.nn.Linear(features, hidden), torch.nn.ReLU()]
+    if dropout:
+        layers.append(torch.nn.Dropout(dropout))
+    layers.append(torch.nn.Linear(hidden, outputs))
+    return torch.nn.Sequential(*layers)
+
+
+def simple_loop(model, optimizer, loss_fn, x, y, *, steps=STEPS, size=BATCH):
+    """The plain loop: zero_grad, forward, loss, backward, step."""
+    def train(after_step):
+        for _, start, stop in batches(len(x), size, steps):
+            optimizer.zero_grad()
+            loss = loss_fn(model(x[start:stop]), y[start:stop])
+            loss.backward()
+            optimizer.step()
+            after_step(loss)
+    return train

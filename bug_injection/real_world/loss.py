@@ -1,0 +1,95 @@
+"""Real-world bugs in the loss: probabilities where logits belong, shapes that broadcast."""
+from .case import Case, blobs, mlp, simple_loop, tensors, torch_module
+from .entry import Entry
+
+
+def _classifier(*, head, loss, optimizer="adam", seed=11):
+    """An MLP classifier with ``head`` applied to its logits, trained with ``loss``."""
+    torch = torch_module()
+    nn = torch.nn
+    body = mlp(outputs=4, seed=0)
+    model = nn.Sequential(body, head) if head is not None else body
+    x, y = tensors(*blobs(seed=seed))
+    opt = (torch.optim.Adam(model.parameters(), lr=3e-3) if optimizer == "adam"
+           else torch.optim.SGD(model.parameters(), lr=0.1))
+    return Case(model=model, optimizer=opt, loss_fn=loss, inputs=x[:16], targets=y[:16],
+                train=simple_loop(model, opt, loss, x, y))
+
+
+def _softmax_ce(bug):
+    torch = torch_module()
+    return _classifier(head=torch.nn.Softmax(dim=1) if bug else None,
+                       loss=torch.nn.CrossEntropyLoss())
+
+
+def _softmax_nll(bug):
+    torch = torch_module()
+    head = torch.nn.Softmax(dim=1) if bug else torch.nn.LogSoftmax(dim=1)
+    return _classifier(head=head, loss=torch.nn.NLLLoss())
+
+
+def _double_sigmoid(bug):
+    torch = torch_module()
+    nn = torch.nn
+    x, y = blobs(classes=2, seed=12)
+    x, y = tensors(x, y.astype("float32")[:, None])
+    torch.manual_seed(0)
+    layers = [nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1)]
+    model = nn.Sequential(*layers, nn.Sigmoid()) if bug else nn.Sequential(*layers)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    loss = nn.BCEWithLogitsLoss()
+    return Case(model=model, optimizer=opt, loss_fn=loss, inputs=x[:16], targets=y[:16],
+                train=simple_loop(model, opt, loss, x, y))
+
+
+def _regression(bug):
+    torch = torch_module()
+    nn = torch.nn
+    x, _ = blobs(seed=13)
+    target = x[:, :3].sum(1)
+    x, t = tensors(x, target if bug else target[:, None])
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    loss = nn.MSELoss()
+    return Case(model=model, optimizer=opt, loss_fn=loss, inputs=x[:16], targets=t[:16],
+                train=simple_loop(model, opt, loss, x, t))
+
+
+ENTRIES = (
+    Entry(name="softmax_before_cross_entropy",
+          source="https://discuss.pytorch.org/t/cross-entropy-loss-is-not-decreasing/43814/16",
+          category="loss",
+          root_cause="I put a softmax at the end of the model and fed its probabilities to "
+                     "nn.CrossEntropyLoss, which applies log-softmax itself",
+          buggy=lambda: _softmax_ce(True), fixed=lambda: _softmax_ce(False),
+          tool="monitor", codes=(),
+          expected="none yet: a check that the loss input is already probabilities (Monitor)",
+          status="missed: no warning or error over 40 Adam steps"),
+    Entry(name="sigmoid_before_bce_with_logits",
+          source="yudi-mars/daisyRec#15; Turoad/lanedet#32",
+          category="loss",
+          root_cause="my model ends in a sigmoid and I train it with BCEWithLogitsLoss, so the "
+                     "sigmoid is applied twice and the loss does not converge",
+          buggy=lambda: _double_sigmoid(True), fixed=lambda: _double_sigmoid(False),
+          tool="monitor", codes=(),
+          expected="none yet: a check that the loss input is already probabilities (Monitor)",
+          status="missed: no warning or error over 40 Adam steps"),
+    Entry(name="softmax_into_nll_loss",
+          source="AnubhavGupta3377/Text-Classification-Models-Pytorch#9; clvrai/ACGAN-PyTorch#4",
+          category="loss",
+          root_cause="my model ends in softmax, not log_softmax, and I train it with NLLLoss, so "
+                     "the loss is negative and pushes probabilities instead of log-probabilities",
+          buggy=lambda: _softmax_nll(True), fixed=lambda: _softmax_nll(False),
+          tool="monitor", codes=(),
+          expected="none yet: a check that NLLLoss receives log-probabilities (Monitor)",
+          status="missed: the loss is -p[y], always negative, and nothing is raised"),
+    Entry(name="regression_target_broadcast",
+          source="deepset-ai/FARM#229; Photon-AI-Research/NeuralSolvers#20",
+          category="loss",
+          root_cause="my regression head outputs (N, 1) and the targets are (N,), so MSELoss "
+                     "broadcasts to (N, N) and compares every output with every target",
+          buggy=lambda: _regression(True), fixed=lambda: _regression(False),
+          tool="preflight", codes=("SHAPE_BROADCAST",),
+          expected="SHAPE_BROADCAST (preflight)", status="diagnosed"),
+)

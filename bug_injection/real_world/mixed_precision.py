@@ -1,0 +1,98 @@
+"""Real-world bugs in mixed-precision training: scaled gradients, fp16 optimizer state."""
+from .case import Case, batches, blobs, mlp, tensors, torch_module
+from .entry import Entry
+
+
+def _clipping(bug):
+    torch = torch_module()
+    model = mlp(outputs=4)
+    x, y = tensors(*blobs(seed=24))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def train(after_step):
+        for _, start, stop in batches(len(x)):
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = loss_fn(model(x[start:stop]), y[start:stop])
+            scaler.scale(loss).backward()
+            if not bug:
+                scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+            scaler.step(opt)
+            scaler.update()
+            after_step(loss)
+    return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
+
+
+def _half_adam(bug):
+    torch = torch_module()
+    model = mlp(outputs=4).half()
+    x, y = tensors(*blobs(seed=25))
+    x = x.half()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-8 if bug else 1e-4)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def train(after_step):
+        for _, start, stop in batches(len(x)):
+            opt.zero_grad()
+            loss = loss_fn(model(x[start:stop]).float(), y[start:stop])
+            loss.backward()
+            opt.step()
+            after_step(loss)
+    return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
+
+
+def _bf16_path(bug):
+    torch = torch_module()
+    model = mlp(outputs=4)
+    x, y = tensors(*blobs(seed=26))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    bfloat_enable = True
+
+    def train(after_step):
+        for _, start, stop in batches(len(x)):
+            if not bfloat_enable or not bug:
+                opt.zero_grad()            # only on the fp32 path in the buggy version
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bfloat_enable):
+                loss = loss_fn(model(x[start:stop]), y[start:stop])
+            loss.backward()
+            opt.step()
+            after_step(loss)
+    return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
+
+
+ENTRIES = (
+    Entry(name="clip_before_unscale",
+          source="pytorch/pytorch#40907; rwth-i6/returnn#1590",
+          category="mixed precision",
+          root_cause="I clip with clip_grad_norm_ before scaler.unscale_, so the threshold "
+                     "applies to gradients scaled by 65536 and the loss stops decreasing",
+          buggy=lambda: _clipping(True), fixed=lambda: _clipping(False),
+          tool="monitor", codes=(),
+          expected="none yet: clipping applied to scaled gradients (Monitor)",
+          status="symptom: EXPLODING_GRADIENTS (the Monitor reads the gradients while they "
+                 "are still multiplied by the GradScaler's 65536, so it reports them as huge "
+                 "instead of the clipping that makes every update tiny)",
+          fixed_status="false alarm: EXPLODING_GRADIENTS (the same reading on the correct "
+                       "loop: the Monitor does not know the GradScaler's scale)"),
+    Entry(name="adam_eps_underflows_in_half",
+          source="afiaka87/glide-finetune#5; pytorch/pytorch#8860",
+          category="mixed precision",
+          root_cause="I train a model.half() with Adam's default eps=1e-8, which is 0 in "
+                     "float16, so the update divides by zero and the loss turns NaN",
+          buggy=lambda: _half_adam(True), fixed=lambda: _half_adam(False),
+          tool="monitor", codes=(),
+          expected="none yet: an optimizer eps below the parameters' float16 resolution",
+          status="symptom: NAN_LOSS (the cause, eps underflow in float16, is not named)"),
+    Entry(name="bf16_path_skips_zero_grad",
+          source="facebookresearch/nwm#16",
+          category="mixed precision",
+          root_cause="opt.zero_grad() sits in the branch for bfloat16 disabled, so with "
+                     "bfloat16 enabled gradients accumulate silently",
+          buggy=lambda: _bf16_path(True), fixed=lambda: _bf16_path(False),
+          tool="monitor", codes=("STALE_GRADIENTS",),
+          expected="STALE_GRADIENTS (Monitor)", status="diagnosed"),
+)

@@ -1,0 +1,305 @@
+"""Real-world bugs in the model definition: axes, masks, registration, cut graphs."""
+import numpy as np
+
+from .case import Case, blobs, simple_loop, tensors, torch_module
+from .entry import Entry
+
+
+def _sequences(rows=24, steps=6, features=5, *, seed=5):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, steps, features)).astype(np.float32)
+    y = (x[:, :, 0].sum(1) > 0).astype(np.int64)
+    return tensors(x, y)
+
+
+def _crnn(batch_first_changed):
+    """CRNN: a per-step encoder gives (seq, batch, feat) for the LSTM, as in crnn.pytorch."""
+    torch = torch_module()
+    nn = torch.nn
+
+    class CRNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.Linear(5, 8)
+            self.rnn = nn.LSTM(8, 8, batch_first=batch_first_changed)
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, x):                       # x: (batch, seq, features)
+            seq = self.encoder(x).permute(1, 0, 2)  # (seq, batch, feat), as the LSTM expects
+            out, _ = self.rnn(seq)
+            return self.head(out[-1])
+
+    torch.manual_seed(0)
+    x, y = _sequences()
+    return Case(model=CRNN(), inputs=x[:8], targets=y[:8])
+
+
+def _attention(batch_first):
+    torch = torch_module()
+    nn = torch.nn
+
+    class WindowAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Linear(5, 8)
+            self.attn = nn.MultiheadAttention(8, 2, batch_first=batch_first)
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, x):                       # x: (batch, tokens, features)
+            h = self.embed(x)
+            h, _ = self.attn(h, h, h)
+            return self.head(h.mean(1))
+
+    torch.manual_seed(0)
+    x, y = _sequences()
+    return Case(model=WindowAttention(), inputs=x[:8], targets=y[:8])
+
+
+def _queries(transpose):
+    torch = torch_module()
+    nn = torch.nn
+
+    class QueryHead(nn.Module):
+        """DETR-style: per-query features come out (queries, batch, dim)."""
+
+        def __init__(self):
+            super().__init__()
+            self.queries = nn.Parameter(torch.randn(3, 8))
+            self.proj = nn.Linear(8, 8)
+            self.cls = nn.Linear(8, 4)
+
+        def forward(self, x):                       # x: (batch, 8)
+            h = self.queries[:, None, :] * self.proj(x)[None]      # (queries, batch, dim)
+            h = h.transpose(0, 1) if transpose else h.view(x.shape[0], 3, 8)
+            return self.cls(h)                      # (batch, queries, classes)
+
+    torch.manual_seed(0)
+    x, y = tensors(*blobs(rows=16, features=8, seed=6))
+    return Case(model=QueryHead(), inputs=x[:6])
+
+
+def _causal_lm(masked):
+    torch = torch_module()
+    nn = torch.nn
+
+    class TinyLM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tokens = nn.Embedding(16, 16)
+            self.positions = nn.Embedding(12, 16)
+            layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.1, batch_first=True)
+            self.blocks = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+            self.head = nn.Linear(16, 16)
+
+        def forward(self, ids):                     # ids: (batch, positions)
+            steps = ids.shape[1]
+            h = self.tokens(ids) + self.positions(torch.arange(steps))
+            mask = nn.Transformer.generate_square_subsequent_mask(steps) if masked else None
+            return self.head(self.blocks(h, mask=mask, is_causal=masked))
+
+    torch.manual_seed(0)
+    ids = torch.from_numpy(np.random.default_rng(7).integers(0, 16, (4, 10)))
+    return Case(model=TinyLM(), inputs=ids, causal=True)
+
+
+def _weak_mask(masked_value):
+    torch = torch_module()
+    nn = torch.nn
+
+    class SelfAttention(nn.Module):
+        """GPT-2 style: masked scores are replaced by ``masked_value``."""
+
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Linear(8, 8, bias=False)
+            self.k = nn.Linear(8, 8, bias=False)
+            self.v = nn.Linear(8, 8, bias=False)
+
+        def forward(self, h):                       # h: (batch, positions, 8)
+            steps = h.shape[1]
+            scores = self.q(h) @ self.k(h).transpose(1, 2) / 8 ** 0.5
+            visible = torch.ones(steps, steps, dtype=torch.bool).tril()
+            scores = scores.masked_fill(~visible, masked_value)
+            return torch.softmax(scores, dim=-1) @ self.v(h)
+
+    class TinyGPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tokens = nn.Embedding(16, 8)
+            self.attn = SelfAttention()
+            self.head = nn.Linear(8, 16)
+
+        def forward(self, ids):
+            h = torch.relu(self.tokens(ids)) + 0.1  # positive features
+            return self.head(self.attn(h))
+
+    torch.manual_seed(0)
+    model = TinyGPT()
+    with torch.no_grad():  # the weights a run reached: every visible score far below -1e4
+        model.attn.q.weight.copy_(model.attn.q.weight.abs() * 300)
+        model.attn.k.weight.copy_(-model.attn.q.weight)
+    ids = torch.from_numpy(np.random.default_rng(27).integers(0, 16, (3, 8)))
+    return Case(model=model, inputs=ids, causal=True)
+
+
+def _python_list(registered):
+    torch = torch_module()
+    nn = torch.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            hidden = [nn.Linear(8, 32), nn.Linear(32, 32)]
+            self.hidden = nn.ModuleList(hidden) if registered else hidden
+            self.head = nn.Linear(32, 4)
+
+        def forward(self, x):
+            for layer in self.hidden:
+                x = torch.relu(layer(x))
+            return self.head(x)
+
+    torch.manual_seed(0)
+    model = Net()
+    x, y = tensors(*blobs(seed=8))
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    return Case(model=model, optimizer=optimizer, loss_fn=loss_fn,
+                train=simple_loop(model, optimizer, loss_fn, x, y))
+
+
+def _flattened_features(permuted):
+    torch = torch_module()
+    nn = torch.nn
+
+    class Captioner(nn.Module):
+        """Conv features (batch, channels, h, w) become (batch, pixels, channels)."""
+
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 6, 3, padding=1)
+            self.score = nn.Linear(6, 1)
+            self.head = nn.Linear(6, 4)
+
+        def forward(self, images):
+            f = self.conv(images)
+            b, c, h, w = f.shape
+            pixels = (f.permute(0, 2, 3, 1).reshape(b, h * w, c) if permuted
+                      else f.view(b, h * w, c))
+            weights = torch.softmax(self.score(pixels), dim=1)
+            return self.head((weights * pixels).sum(1))
+
+    torch.manual_seed(0)
+    images = torch.from_numpy(np.random.default_rng(9).standard_normal((6, 3, 4, 4))
+                              .astype(np.float32))
+    return Case(model=Captioner(), inputs=images)
+
+
+def _detached_adjacency(detached):
+    torch = torch_module()
+    nn = torch.nn
+
+    class GraphHead(nn.Module):
+        """A-GCN: an adjacency between label nodes, built by W_theta and W_phi from the label
+        embeddings, mixes them before they score the image features."""
+
+        def __init__(self):
+            super().__init__()
+            self.labels = nn.Parameter(torch.randn(4, 8))
+            self.theta = nn.Linear(8, 6)
+            self.phi = nn.Linear(8, 6)
+            self.features = nn.Linear(8, 8)
+
+        def forward(self, x):
+            adj = torch.softmax(self.theta(self.labels) @ self.phi(self.labels).T, dim=1)
+            if detached:
+                adj = adj.detach()
+            return self.features(x) @ (adj @ self.labels + self.labels).T
+
+    torch.manual_seed(0)
+    model = GraphHead()
+    x, y = tensors(*blobs(seed=10))
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    return Case(model=model, optimizer=optimizer, loss_fn=loss_fn,
+                train=simple_loop(model, optimizer, loss_fn, x, y))
+
+
+ENTRIES = (
+    Entry(name="lstm_batch_first_flipped",
+          source="https://discuss.pytorch.org/t/lstm-change-batch-first-true-loss-does-not-"
+                 "decrease/62364",
+          category="model definition",
+          root_cause="I set batch_first=True on the CRNN's LSTM for deployment but still feed "
+                     "it (seq, batch, features), so it runs along the batch",
+          buggy=lambda: _crnn(True), fixed=lambda: _crnn(False),
+          tool="batch_independence", codes=("BATCH_MIXING",),
+          expected="BATCH_MIXING (check_batch_independence; no module named: the LSTM's "
+                   "input is not batch-first, so the mixing is located only to the model)", status="diagnosed"),
+    Entry(name="attention_without_batch_first",
+          source="aipixel/AEMatter#3; om-ai-lab/OmDet#19",
+          category="model definition",
+          root_cause="the tokens are prepared batch-first but nn.MultiheadAttention was built "
+                     "with the default batch_first=False, so it attends across the batch",
+          buggy=lambda: _attention(False), fixed=lambda: _attention(True),
+          tool="batch_independence", codes=("BATCH_MIXING",),
+          expected="BATCH_MIXING at 'attn' (check_batch_independence)",
+          location="attn", status="diagnosed"),
+    Entry(name="view_swaps_batch_and_queries",
+          source="Jingkang50/OpenPSG#56",
+          category="model definition",
+          root_cause="I used view to turn (queries, batch, dim) into (batch, queries, dim), "
+                     "which reshuffles queries of different images instead of transposing",
+          buggy=lambda: _queries(False), fixed=lambda: _queries(True),
+          tool="batch_independence", codes=("BATCH_MIXING",),
+          expected="BATCH_MIXING (check_batch_independence)", status="diagnosed"),
+    Entry(name="causal_mask_missing",
+          source="huggingface/transformers#48745; karpathy/nanoGPT#331",
+          category="model definition",
+          root_cause="my decoder is not causal: each position sees the tokens after it, so "
+                     "the language-model loss collapses to almost zero",
+          buggy=lambda: _causal_lm(False), fixed=lambda: _causal_lm(True),
+          tool="batch_independence", codes=("CAUSALITY_LEAK",),
+          expected="CAUSALITY_LEAK at the last self-attention layer (check_batch_independence, "
+                   "causal=True)",
+          location="blocks.layers.1.self_attn",
+          status="diagnosed"),
+    Entry(name="causal_mask_value_too_weak",
+          source="karpathy/minGPT#75; huggingface/transformers#17121",
+          category="model definition",
+          root_cause="the causal mask sets future scores to -1e4 instead of -inf; training drove "
+                     "the real scores below -1e4, so attention goes to the future tokens and "
+                     "training loss is near zero while generation fails",
+          buggy=lambda: _weak_mask(-1e4), fixed=lambda: _weak_mask(float("-inf")),
+          tool="batch_independence", codes=("CAUSALITY_LEAK",),
+          expected="CAUSALITY_LEAK at 'attn' (check_batch_independence, causal=True)",
+          location="attn",
+          status="diagnosed"),
+    Entry(name="layers_in_python_list",
+          source="https://www.engineermaxxing.com/micro/lessons/pytorch-internals.html",
+          category="model definition",
+          root_cause="I kept the hidden layers in a plain Python list instead of nn.ModuleList, "
+                     "so model.parameters() misses them and the optimizer never trains them",
+          buggy=lambda: _python_list(False), fixed=lambda: _python_list(True),
+          tool="monitor", codes=(),
+          expected="none yet: parameters used in forward but not registered in the model",
+          status="missed: the Monitor only sees registered parameters (the head), and "
+                 "nothing is raised"),
+    Entry(name="view_instead_of_permute_features",
+          source="fawazsammani/knowing-when-to-look-adaptive-attention#6",
+          category="model definition",
+          root_cause="I reshaped conv features (batch, channels, h, w) with view(batch, pixels, "
+                     "channels) without permuting, so features act as pixels",
+          buggy=lambda: _flattened_features(False), fixed=lambda: _flattened_features(True),
+          tool="batch_independence", codes=(),
+          expected="none yet: the scramble stays inside each example, so batch independence "
+                   "holds",
+          status="missed: a within-example axis scramble; no check looks at it"),
+    Entry(name="adjacency_detached",
+          source="queenie88/A-GCN#4",
+          category="model definition",
+          root_cause="I detached the adjacency matrix, so W_theta and W_phi that build it never "
+                     "receive a gradient",
+          buggy=lambda: _detached_adjacency(True), fixed=lambda: _detached_adjacency(False),
+          tool="monitor", codes=("NO_GRADIENT",),
+          expected="NO_GRADIENT at theta/phi (Monitor)", status="diagnosed"),
+)

@@ -1,0 +1,88 @@
+"""Real-world bugs in the optimizer and the scheduler."""
+from .case import STEPS, Case, batches, blobs, mlp, simple_loop, tensors, torch_module
+from .entry import Entry
+
+EPOCH = 8     # batches per epoch in these reproductions
+
+
+def _scheduler(per_batch):
+    torch = torch_module()
+    model = mlp(outputs=4)
+    x, y = tensors(*blobs(seed=14))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)  # per epoch
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def train(after_step):
+        for step, start, stop in batches(len(x)):
+            opt.zero_grad()
+            loss = loss_fn(model(x[start:stop]), y[start:stop])
+            loss.backward()
+            opt.step()
+            after_step(loss)
+            if per_batch or (step + 1) % EPOCH == 0:
+                scheduler.step()
+    return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
+
+
+def _two_instances(bug):
+    torch = torch_module()
+    first = mlp(outputs=4, seed=0)
+    opt = torch.optim.SGD(first.parameters(), lr=0.05)
+    model = mlp(outputs=4, seed=1)          # instantiated again further down the notebook
+    if not bug:
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = tensors(*blobs(seed=15))
+    loss_fn = torch.nn.CrossEntropyLoss()
+    return Case(model=model, optimizer=opt, loss_fn=loss_fn,
+                train=simple_loop(model, opt, loss_fn, x, y))
+
+
+def _scheduler_only(bug):
+    torch = torch_module()
+    model = mlp(outputs=4)
+    x, y = tensors(*blobs(seed=16))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    scheduler = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.99)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def train(after_step):
+        for _, start, stop in batches(len(x), steps=STEPS):
+            opt.zero_grad()
+            loss = loss_fn(model(x[start:stop]), y[start:stop])
+            loss.backward()
+            if not bug:
+                opt.step()
+            scheduler.step()
+            after_step(loss)
+    return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
+
+
+ENTRIES = (
+    Entry(name="scheduler_stepped_every_batch",
+          source="ivadomed/ivadomed#55",
+          category="optimizer and scheduler",
+          root_cause="the scheduler was stepped in the batch loop instead of the epoch loop, so "
+                     "the learning rate decays after every batch instead of every epoch",
+          buggy=lambda: _scheduler(True), fixed=lambda: _scheduler(False),
+          tool="monitor", codes=(),
+          expected="none yet: a learning-rate schedule that collapses within an epoch (Monitor)",
+          status="missed: the learning rate halves every 2 batches (0.05 to 5e-8 by step 40) "
+                 "and nothing is raised"),
+    Entry(name="optimizer_on_first_model_instance",
+          source="spro/practical-pytorch#9",
+          category="optimizer and scheduler",
+          root_cause="I instantiated the model twice and built the optimizer on the first "
+                     "instance, so the model I train never changes",
+          buggy=lambda: _two_instances(True), fixed=lambda: _two_instances(False),
+          tool="monitor", codes=("PARAMS_NOT_UPDATING",),
+          expected="PARAMS_NOT_UPDATING (Monitor)", status="diagnosed"),
+    Entry(name="scheduler_step_without_optimizer_step",
+          source="pytorch/pytorch#3814",
+          category="optimizer and scheduler",
+          root_cause="I called scheduler.step() thinking it also steps the optimizer, so the "
+                     "weights never changed",
+          buggy=lambda: _scheduler_only(True), fixed=lambda: _scheduler_only(False),
+          tool="monitor", codes=("PARAMS_NOT_UPDATING",),
+          expected="PARAMS_NOT_UPDATING (Monitor)", status="diagnosed"),
+)

@@ -1,0 +1,267 @@
+"""Batch independence (Karpathy's recipe): example i's output depends only on example i's input.
+
+A wrong ``view``/``reshape`` across the batch axis, a softmax over ``dim=0``, an RNN or
+attention layer fed ``(batch, seq, ...)`` while it expects ``(seq, batch, ...)``: the model
+trains, the loss falls, and every prediction quietly depends on the rest of the batch. The
+check backpropagates from one example's output (a fixed random projection of it) and looks
+at the gradient on the other examples' inputs, which must be exactly zero. For a model the
+user declares causal it also checks that the output at position t has no gradient on input
+positions after t (a missing or wrong attention mask).
+
+It runs on a float64 deep copy in eval mode (in the model's own dtype if its forward fails in
+float64; a missing dependence gives an exact zero in any precision): batch norm in train mode mixes examples by
+design, in eval mode it does not, so a healthy batch-norm model stays quiet. Token-id inputs
+have no gradient; for them the gradient is read on the output of every embedding layer.
+The module where the mixing happens is named: the innermost module whose own contribution
+to its input gradient (what its backward hook sees) leaks into other rows (positions) while
+its output gradient does not (with several mixing layers, the one nearest the output).
+"""
+import warnings
+
+import numpy as np
+
+from ..backends import get_backend
+from ..errors import DiagnosticsError, require
+from ..findings import Finding
+
+_HOOK_WARNINGS = ("Full backward hook is firing", "For backward hooks to be called")
+LEAK = 1e-9          # a gradient share above this (relative to the largest) is a dependence
+ROWS = 2             # examples backpropagated from (first and last)
+POSITIONS = 3        # positions checked in a causal model (first, middle, one before last)
+
+
+def check_batch_independence(model, inputs, *, causal=False, output=None, seed=0):
+    """BATCH_MIXING and CAUSALITY_LEAK findings for a torch ``model`` on a batch ``inputs``.
+
+    ``inputs``: one batch, examples on the first axis (floats, or token ids for a model that
+    starts with an embedding); at least 2 examples. ``causal``: also check that the output at
+    position t (second axis of output and inputs) depends only on positions <= t.
+    ``output``: picks the prediction from the model's output when it is a tuple or dict (a
+    callable, an index or a key); by default the first tensor, or ``"logits"``.
+    The model is not changed: the check works on a copy.
+    """
+    backend = get_backend(model)
+    require(backend.name == "torch", "model", "a torch.nn.Module (the check reads input "
+            "gradients through torch's autograd)", backend.name)
+    torch = backend.torch
+    require(isinstance(inputs, torch.Tensor), "inputs", "a torch.Tensor batch",
+            type(inputs).__name__)
+    require(inputs.dim() >= 1 and inputs.shape[0] >= 2, "inputs",
+            "a batch of at least 2 examples on the first axis", f"shape {tuple(inputs.shape)}")
+    require(not causal or inputs.dim() >= 2, "inputs",
+            "(batch, positions, ...) for a causal check", f"shape {tuple(inputs.shape)}")
+    require(not inputs.dtype.is_complex, "inputs", "floats or integer token ids",
+            str(inputs.dtype))
+    findings = None
+    attempts = ((np.float64, True), (np.float64, False), (None, False))
+    for number, (dtype, localize) in enumerate(attempts):
+        # float64 first; without backward hooks if they break the forward (in-place ops on
+        # a hooked output); in the model's own dtype if float64 fails
+        twin = backend.clone(dtype=dtype)
+        twin.model.eval()
+        x = inputs.detach().clone()
+        if x.dtype.is_floating_point:
+            x = x.to(dtype=torch.float64 if dtype else inputs.dtype).requires_grad_(True)
+        probe = _Probe(torch, twin, x, localize=localize)
+        with torch.random.fork_rng(devices=[]), probe, warnings.catch_warnings():
+            for text in _HOOK_WARNINGS:   # torch's notes about our own hooks, not the user's
+                warnings.filterwarnings("ignore", message=text)
+            try:
+                result = probe.output(output)
+                rng = np.random.default_rng(seed)
+                findings = _batch_findings(probe, result, rng)
+                if causal and not findings:
+                    findings = _causal_findings(probe, result, rng, inputs.shape[1])
+            except DiagnosticsError:
+                if number == len(attempts) - 1:
+                    raise
+                continue
+            except RuntimeError as error:  # the backward through the user's model
+                if number == len(attempts) - 1:
+                    raise DiagnosticsError(f"model: the backward pass on a copy of the model "
+                                           f"raised RuntimeError: {error}") from error
+                continue
+        break
+    return findings
+
+
+class _Probe:
+    """The copy, its input-gradient source, and a backward hook on every module that keeps
+    the gradient of its output and the part of its input gradient that flows through it."""
+
+    def __init__(self, torch, twin, x, *, localize=True):
+        self.torch, self.twin, self.x = torch, twin, x
+        self.rows = x.shape[0]
+        self.localize = localize
+        self.order = [name for name, _ in twin.model.named_modules()]
+        self.grads = {}         # module name -> (input grads through it, output grads)
+        self.sources = []       # the embedding output that stands for token inputs
+        self._handles = []
+
+    def __enter__(self):
+        embedding = self.torch.nn.Embedding
+        for name, module in self.twin.model.named_modules():
+            if self.localize and not getattr(module, "inplace", False):
+                self._handles.append(module.register_full_backward_hook(self._recorder(name)))
+            if isinstance(module, embedding) and not self.x.is_floating_point():
+                self._handles.append(module.register_forward_hook(self._source))
+        return self
+
+    def __exit__(self, *exc):
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def _recorder(self, name):
+        def hook(module, grad_input, grad_output):
+            self.grads[name] = (tuple(g for g in grad_input if g is not None),
+                                tuple(g for g in grad_output if g is not None))
+        return hook
+
+    def _source(self, module, args, out):
+        if (not self.sources and isinstance(out, self.torch.Tensor) and out.requires_grad
+                and out.dim() >= 2 and out.shape[0] == self.rows):
+            out.retain_grad()
+            self.sources.append(out)
+
+    def output(self, pick):
+        try:
+            result = self.twin.forward(self.x)
+        except Exception as error:  # the user's forward: report it, do not crash inside
+            raise DiagnosticsError(f"model: the forward pass on a copy of the model raised "
+                                   f"{type(error).__name__}: {error}") from error
+        return _pick(self.torch, result, pick)
+
+    def gradients(self, result, weight):
+        """Backpropagate ``sum(result * weight)``: the input gradient, and per module the
+        gradients its backward hook saw."""
+        source = self.x if self.x.is_floating_point() else next(iter(self.sources), None)
+        if source is None or not result.requires_grad:
+            return None, {}
+        source.grad = None
+        self.grads = {}
+        (result * weight).sum().backward(retain_graph=True)
+        return source.grad, self.grads
+
+
+def _batch_findings(probe, result, rng):
+    require(result.dim() >= 1 and result.shape[0] == probe.rows, "output",
+            f"a prediction with the batch ({probe.rows} examples) on its first axis",
+            f"shape {tuple(result.shape)}")
+    rows = sorted({0, probe.rows - 1})[:ROWS]
+    for row in rows:
+        weight = probe.torch.zeros_like(result)
+        weight[row] = probe.torch.from_numpy(rng.standard_normal(tuple(result[row].shape)))
+        grad, modules = probe.gradients(result, weight)
+        if grad is None:
+            return []   # no gradient reaches the inputs: nothing to judge here
+        share, other = _leak(grad, row)
+        if share > LEAK:
+            where = _culprit(probe, modules, lambda g: g.dim() >= 1 and g.shape[0] == probe.rows
+                             and _leak(g, row)[0] > LEAK)
+            return [Finding(
+                "BATCH_MIXING", "error", where,
+                f"example {row}'s output depends on other examples of the batch: its "
+                f"gradient reaches example {other}'s input ({share:.2g} of the largest "
+                f"gradient){_in(where)}; predictions change with whatever else is in the batch",
+                "look for a view/reshape that moves the batch axis (use permute/transpose), a "
+                "softmax or normalisation over dim=0, or an RNN/attention layer fed "
+                "(batch, seq, ...) without batch_first=True",
+                {"row": row, "other_row": other, "leak": share, "module": where})]
+    return []
+
+
+def _causal_findings(probe, result, rng, steps):
+    require(result.dim() >= 2 and result.shape[1] == steps, "output",
+            f"a prediction with the positions ({steps}) on its second axis for a causal check",
+            f"shape {tuple(result.shape)}")
+    positions = sorted({0, steps // 2, max(steps - 2, 0)})[:POSITIONS]
+    for t in positions:
+        weight = probe.torch.zeros_like(result)
+        weight[0, t] = probe.torch.from_numpy(rng.standard_normal(tuple(result[0, t].shape)))
+        grad, modules = probe.gradients(result, weight)
+        if grad is None or grad.dim() < 2:
+            return []
+        share, later = _future(grad[0], t)
+        if share > LEAK:
+            where = _culprit(probe, modules, lambda g: g.dim() >= 2 and g.shape[0] == probe.rows
+                             and g.shape[1] == steps and _future(g[0], t)[0] > LEAK)
+            return [Finding(
+                "CAUSALITY_LEAK", "error", where,
+                f"the output at position {t} depends on input position {later}, after it "
+                f"({share:.2g} of the largest gradient){_in(where)}: the model sees the "
+                f"future it is trained to predict, so its training loss is too good to be true",
+                "apply a causal mask in every self-attention layer (is_causal=True or a "
+                "triu(-inf, diagonal=1) mask) and check the mask's diagonal",
+                {"position": t, "future_position": later, "leak": share, "module": where})]
+    return []
+
+
+def _leak(grad, row):
+    """The largest gradient share on rows other than ``row``, and where it is."""
+    magnitude = grad.detach().abs().reshape(grad.shape[0], -1).amax(dim=1)
+    total = float(magnitude.max())
+    if total == 0.0:
+        return 0.0, None
+    others = magnitude.clone()
+    others[row] = 0
+    other = int(others.argmax())
+    return float(others[other]) / total, other
+
+
+def _future(grad, t):
+    """The largest gradient share on positions after ``t`` (``grad``: positions first)."""
+    magnitude = grad.detach().abs().reshape(grad.shape[0], -1).amax(dim=1)
+    total = float(magnitude.max())
+    if total == 0.0 or t + 1 >= grad.shape[0]:
+        return 0.0, None
+    later = int(magnitude[t + 1:].argmax()) + t + 1
+    return float(magnitude[later]) / total, later
+
+
+def _culprit(probe, modules, leaks):
+    """The innermost module whose own contribution to its input gradient leaks while the
+    gradient of its output does not: where the mixing happens."""
+    found = None
+    for name in probe.order:
+        if name not in modules:
+            continue
+        inputs, outputs = modules[name]
+        if any(leaks(g) for g in inputs) and not any(leaks(g) for g in outputs):
+            if found is None or found == "" or name.startswith(found + "."):
+                found = name
+    return found if found else None
+
+
+def _in(where):
+    return f"; it happens in '{where}' (the mixing layer nearest the output)" if where else ""
+
+
+def _grad(tensor):
+    return None if tensor is None or tensor.grad is None else tensor.grad
+
+
+def _first_tensor(torch, value):
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (tuple, list)):
+        return next((v for v in value if isinstance(v, torch.Tensor)), None)
+    if isinstance(value, dict):
+        return next((v for v in value.values() if isinstance(v, torch.Tensor)), None)
+    return None
+
+
+def _pick(torch, result, pick):
+    if callable(pick):
+        chosen = pick(result)
+    elif pick is not None:
+        chosen = result[pick]
+    elif isinstance(result, dict) and "logits" in result:
+        chosen = result["logits"]
+    elif hasattr(result, "logits"):
+        chosen = result.logits
+    else:
+        chosen = _first_tensor(torch, result)
+    require(isinstance(chosen, torch.Tensor), "output",
+            "a model output that is, or holds, a tensor", type(result).__name__)
+    return chosen

@@ -1,0 +1,147 @@
+"""Label checks: targets that do not fit the output, and batches sorted by class.
+
+``check_label_range(targets, num_classes=C)`` compares the class indices the targets use with
+the ``C`` output units: a target ``>= C`` or ``< 0`` is a class the output lacks; labels that
+start at 1 (or stop short of ``C - 1``) on a data set large enough that every unit would be a
+target many times leave output units that are never a target (labels 1..10 with 11 outputs).
+
+``check_batch_label_order(batches)`` looks at the labels of the first training batches in the
+order the loader gives them: batches that each hold one class, or labels that never decrease
+across batches, mean the data are sorted by class and not shuffled. Both return ``Finding``s
+with codes LABEL_RANGE and LABELS_SORTED; both take arrays or tensors (torch, minigrad).
+"""
+import math
+
+import numpy as np
+
+from ..errors import DiagnosticsError, require
+from ..findings import Finding
+
+EXPECTED_PER_CLASS = 5      # an edge unit is "never used" only when it would be a target this often
+SORTED_CHANCE = 1e-6        # a batch order this unlikely under shuffling is "sorted"
+EXAMPLES = 5
+
+
+def check_label_range(targets, *, num_classes):
+    """LABEL_RANGE findings for class-index ``targets`` against ``num_classes`` output units.
+
+    ``targets``: all training labels (1-D integer array or tensor, or integral floats);
+    ``num_classes``: the width of the model's output. Returns [] for regression targets.
+    """
+    labels = _class_indices(targets, "targets")
+    require(isinstance(num_classes, (int, np.integer)) and not isinstance(num_classes, bool)
+            and num_classes >= 2, "num_classes", "an int >= 2 (the model's output width)",
+            repr(num_classes))
+    if labels is None or labels.size == 0:
+        return []
+    low, high = int(labels.min()), int(labels.max())
+    used = np.unique(labels)
+    evidence = {"num_classes": int(num_classes), "min_label": low, "max_label": high,
+                "classes_used": int(used.size), "rows": int(labels.size)}
+    outside = labels[(labels < 0) | (labels >= num_classes)]
+    if outside.size:
+        values = np.unique(outside)
+        hint = (" (labels start at 1: subtract 1)" if low == 1 and high == num_classes else "")
+        return [Finding(
+            "LABEL_RANGE", "error", "data",
+            f"{outside.size} targets use classes the output lacks ({_values(values)}); the "
+            f"model has {num_classes} output units, classes 0..{num_classes - 1}{hint}",
+            "map the labels to 0..C-1 (e.g. y - 1 when they start at 1), or widen the output "
+            "layer to the number of classes",
+            {**evidence, "outside": int(outside.size), "outside_classes": values[:EXAMPLES]})]
+    expected = labels.size / num_classes
+    missing = [c for c in range(num_classes) if c < low or c > high]
+    if missing and expected >= EXPECTED_PER_CLASS:
+        start = " (labels start at 1)" if low == 1 else ""
+        return [Finding(
+            "LABEL_RANGE", "warning", "data",
+            f"{'output unit' if len(missing) == 1 else 'output units'} "
+            f"{_values(np.array(missing))} {'is' if len(missing) == 1 else 'are'} never a "
+            f"target: labels run "
+            f"{low}..{high}{start} while the model has {num_classes} outputs; with "
+            f"{labels.size} rows each unit would be a target about {expected:.0f} times",
+            "shift the labels to start at 0 (y - 1) and give the output exactly as many "
+            "units as there are classes",
+            {**evidence, "unused_units": missing[:EXAMPLES]})]
+    return []
+
+
+def check_batch_label_order(batches):
+    """LABELS_SORTED findings for the labels of consecutive training batches.
+
+    ``batches``: the labels of the first few batches, in the order the loader yields them
+    (a list of 1-D arrays or tensors; at least 2 batches of at least 2 labels each are
+    needed to judge). Returns [] for regression targets.
+    """
+    require(not isinstance(batches, (str, bytes)) and hasattr(batches, "__iter__"), "batches",
+            "a list of label arrays, one per batch", type(batches).__name__)
+    labels = [_class_indices(batch, f"batches[{i}]") for i, batch in enumerate(batches)]
+    if any(batch is None for batch in labels):
+        return []
+    labels = [batch for batch in labels if batch.size]
+    if len(labels) < 2 or min(batch.size for batch in labels) < 2:
+        return []
+    pooled = np.concatenate(labels)
+    classes, counts = np.unique(pooled, return_counts=True)
+    if classes.size < 2:
+        return []
+    share = counts / counts.sum()
+    single = [i for i, batch in enumerate(labels) if np.unique(batch).size == 1]
+    chance = math.prod(float(np.sum(share ** batch.size)) for batch in labels)
+    steps = np.diff(pooled)
+    monotone = bool((steps >= 0).all() or (steps <= 0).all())
+    # the chance that shuffled labels come out in class order: 2 * prod(count!) / total!
+    sorted_chance = math.exp(min(0.0, math.log(2) + sum(math.lgamma(c + 1) for c in counts)
+                                 - math.lgamma(pooled.size + 1)))
+    evidence = {"batches": len(labels), "single_class_batches": len(single),
+                "classes_seen": int(classes.size), "monotone": monotone,
+                "chance_if_shuffled": min(chance, sorted_chance) if monotone else chance}
+    if len(single) == len(labels) and chance < SORTED_CHANCE:
+        what = f"each of the {len(labels)} batches holds a single class"
+    elif monotone and sorted_chance < SORTED_CHANCE:
+        what = (f"labels never decrease across {len(labels)} batches "
+                f"({len(single)} of them hold a single class)")
+    else:
+        return []
+    return [Finding(
+        "LABELS_SORTED", "warning", "data",
+        f"training batches are sorted by class: {what} (classes {_values(classes)} seen); "
+        f"the model sees one class at a time and forgets the others",
+        "shuffle the training data every epoch (DataLoader(..., shuffle=True) or a random "
+        "sampler)", evidence)]
+
+
+def _class_indices(value, argument):
+    """A 1-D int64 array of class indices, or None for regression or one-hot targets."""
+    array = _as_array(value, argument)
+    if array.ndim == 2 and array.shape[1] == 1:
+        array = array.reshape(-1)
+    if array.ndim != 1:
+        return None
+    if array.dtype.kind == "b":
+        return array.astype(np.int64)
+    if array.dtype.kind == "f":
+        if not (np.isfinite(array).all() and np.array_equal(array, np.round(array))):
+            return None
+    return array.astype(np.int64)
+
+
+def _as_array(value, argument):
+    if isinstance(value, np.ndarray):
+        array = value
+    elif hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
+        array = value.detach().cpu().numpy()
+    elif hasattr(value, "data") and isinstance(getattr(value, "data"), np.ndarray):
+        array = value.data  # a minigrad Tensor
+    elif isinstance(value, (list, tuple)):
+        array = np.asarray(value)
+    else:
+        raise DiagnosticsError(f"{argument}: expected a NumPy array or a tensor of labels, got "
+                               f"{type(value).__module__}.{type(value).__qualname__}")
+    require(array.dtype.kind in "biuf", argument, "numeric labels", f"dtype {array.dtype}")
+    return array
+
+
+def _values(values):
+    shown = ", ".join(str(int(v)) for v in values[:EXAMPLES])
+    return shown + (", ..." if len(values) > EXAMPLES else "")

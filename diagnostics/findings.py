@@ -35,6 +35,8 @@ CODES = {
     "CAUSALITY_LEAK": "a causal model's output at position t depends on later positions",
     "LABEL_RANGE": "targets use a class the output lacks, or never use one it has",
     "LABELS_SORTED": "training batches hold labels sorted by class (data not shuffled)",
+    "TRAINING_IN_EVAL_MODE": "training steps taken with dropout and batch norm in eval mode",
+    "PROBABILITIES_AS_LOGITS": "probabilities fed to a loss that expects logits",
 }
 
 

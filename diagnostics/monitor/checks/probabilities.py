@@ -59,7 +59,11 @@ def _simplex(record):
 
 
 def _fits(record):
-    return record.misfit is not None and record.rows > 0 and record.misfit <= MISFIT_TOLERANCE
+    """The gradient fits; with 2 classes any row summing to 0 fits, so there the scale must be
+    one number for all rows too (unweighted cross-entropy; a squared error's varies)."""
+    if record.misfit is None or record.rows == 0 or record.misfit > MISFIT_TOLERANCE:
+        return False
+    return record.classes > 2 or (record.rows > 1 and record.spread <= MISFIT_TOLERANCE)
 
 
 def _softmax_layer(view):

@@ -91,7 +91,9 @@ class Kernels(ABC):
         """How far ``grad`` (the loss's gradient on ``output``) is from that of cross-entropy
         taking ``output`` as logits, ``k * (softmax(output) - one_hot)`` with ``k > 0`` per
         row, over the first ``CLASS_ROWS`` rows along ``axis``: ``(the largest misfit relative
-        to k, the number of rows with k > 0)``. About 0 only for that loss."""
+        to k, the number of rows with k > 0, the spread of k over them relative to its
+        largest)``. The misfit is about 0 only for that loss; k is one number for all rows
+        without class weights."""
 
     @abstractmethod
     def _saved_state(self, node):

@@ -96,8 +96,10 @@ class MinigradKernels(Kernels):
             low = residual.min(axis=1, keepdims=True)
             misfit = (np.abs(residual).sum(axis=1, keepdims=True) - np.abs(low)
                       + np.abs(low + k)) / k
-        counted = k > 0
-        return (np.where(counted, misfit, 0.0).max(), np.float64(counted.sum()))
+            counted = k > 0
+            k_low = np.where(counted, k, k.max()).min()
+            return (np.where(counted, misfit, 0.0).max(), np.float64(counted.sum()),
+                    (k.max() - k_low) / k.max())
 
     def _class_rows(self, tensor, axis):
         """(rows, classes): the first ``CLASS_ROWS`` rows along ``axis``."""

@@ -133,8 +133,10 @@ class TorchKernels(Kernels):
         low = residual.amin(dim=1, keepdim=True)
         misfit = (residual.abs().sum(dim=1, keepdim=True) - low.abs() + (low + k).abs()) / k
         counted = k > 0
-        return (torch.where(counted, misfit, torch.zeros_like(misfit)).amax(),
-                counted.sum().to(misfit.dtype))
+        zero = torch.zeros_like(misfit)
+        k_low = torch.where(counted, k, k.amax()).amin()
+        return (torch.where(counted, misfit, zero).amax(), counted.sum().to(misfit.dtype),
+                (k.amax() - k_low) / k.amax())
 
     def _class_rows(self, tensor, axis):
         """(rows, classes): the first ``CLASS_ROWS`` rows along ``axis``, in float32 or more."""

@@ -28,6 +28,7 @@ class ProbabilityRecord:
     sum_error: float         # the largest |row sum - 1|
     misfit: float | None     # None when no gradient reached the output
     rows: int                # rows whose gradient has the cross-entropy sign pattern
+    spread: float | None     # of the gradient's scale k over those rows (0: one scale)
 
 
 class ProbabilitiesProbe(Probe):
@@ -74,7 +75,7 @@ class ProbabilitiesProbe(Probe):
             return
         parts = [t for pair in pending["simplex"] for t in pair]
         if pending["misfit"] is not None:
-            parts += [t for pair in pending["misfit"] for t in pair]
+            parts += [t for triple in pending["misfit"] for t in triple]
         pending["values"] = ()
 
         def receive(values):
@@ -91,8 +92,9 @@ class ProbabilitiesProbe(Probe):
                 self._records.append(ProbabilityRecord(
                     step=pending["step"], axis=axis, classes=classes,
                     smallest=float(simplex[2 * i]), sum_error=float(simplex[2 * i + 1]),
-                    misfit=float(fit[2 * i]) if fit else None,
-                    rows=int(fit[2 * i + 1]) if fit else 0))
+                    misfit=float(fit[3 * i]) if fit else None,
+                    rows=int(fit[3 * i + 1]) if fit else 0,
+                    spread=float(fit[3 * i + 2]) if fit else None))
         self._drop()
 
     def view_fields(self):

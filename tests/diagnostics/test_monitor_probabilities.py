@@ -73,6 +73,17 @@ def test_the_fixed_twin_is_quiet(fw, optimizer):
     assert _found(fw, _model(fw, softmax=False), fw.F.cross_entropy, optimizer=optimizer) == []
 
 
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_softmax_into_nll_loss_is_named_with_its_negative_loss(optimizer):
+    F = torch.nn.functional
+    found = _found(TORCH, _model(TORCH, softmax=True), F.nll_loss, optimizer=optimizer)
+    assert [f.severity for f in found] == ["warning"]
+    assert found[0].evidence["highest_loss"] <= 0 and "-p[target]" in found[0].message
+    assert "log_softmax" in found[0].suggestion
+    fixed = torch.nn.Sequential(_model(TORCH, softmax=False), torch.nn.LogSoftmax(dim=1))
+    assert _found(TORCH, fixed, F.nll_loss, optimizer=optimizer) == []
+
+
 def test_the_floor_is_the_one_hot_input():
     assert cross_entropy_floor(10) == pytest.approx(1.461, abs=1e-3)
     one_hot = torch.eye(10, dtype=torch.float64)

@@ -4,9 +4,13 @@ Cross-entropy applies log-softmax to what it is given. Given probabilities ``p``
 [0, 1], rows summing to 1) instead of logits, its loss is ``log(sum_j e^p_j) - p_y``, which is
 smallest when ``p`` is the one-hot target: ``ln(e + C - 1) - 1`` for C classes (1.461 for
 C = 10), far above 0, and its gradient is squashed by the softmax applied twice, so training
-is slow and stalls. The probe measured the output's rows and the loss's gradient on them.
+is slow and stalls. Given to ``nn.NLLLoss``, which expects log-probabilities, the loss is
+``-p[y]``: negative, and linear in the probabilities. The probe measured the output's rows
+and the loss's gradient on them.
 """
 import math
+
+import numpy as np
 
 from ...findings import Finding
 
@@ -54,6 +58,40 @@ def probabilities_as_logits(view):
          "gradient_misfit": max(r.misfit for r in fitting), "samples": len(fitting)})]
 
 
+def probabilities_into_nll(view):
+    """Probabilities into ``nn.NLLLoss`` (which expects log-probabilities): the loss is
+    ``-p[y]``, always negative, and its gradient picks the target's entry of each row."""
+    records = view.signals.get("probabilities") or []
+    fitting = [r for r in records if _simplex(r) and _picks(r)]
+    contrary = [r for r in records
+                if _simplex(r) and r.pick_misfit is not None and not _picks(r)]
+    if len(fitting) < MIN_SAMPLES or contrary or not view.losses.size:
+        return []
+    losses = view.losses[np.isfinite(view.losses)]
+    if not losses.size or float(losses.max()) > 0:   # NLL of log-probabilities is >= 0
+        return []
+    record = fitting[-1]
+    first, now, highest = float(losses[0]), float(losses[-1]), float(losses.max())
+    return [Finding(
+        "PROBABILITIES_AS_LOGITS", "warning", _softmax_layer(view),
+        f"the model's output is already probabilities (entries >= 0, each row summing to 1 over "
+        f"its {record.classes} classes on axis {record.axis}: a softmax at the end of the "
+        f"model) and the loss's gradient on it picks the target's entry of each row, as "
+        f"nn.NLLLoss does (in {len(fitting)} sampled steps): NLLLoss expects "
+        f"log-probabilities, so the loss is -p[target], always negative (from {first:.4g} to "
+        f"{now:.4g}, never above {highest:.4g}), instead of -log p[target]",
+        "end the model with log_softmax (nn.LogSoftmax(dim=1)) instead of softmax, or drop "
+        "it and use nn.CrossEntropyLoss on the logits",
+        {"classes": record.classes, "axis": record.axis, "first_loss": first, "loss": now,
+         "highest_loss": highest, "row_sum_error": max(r.sum_error for r in fitting),
+         "gradient_misfit": max(r.pick_misfit for r in fitting), "samples": len(fitting)})]
+
+
+def _picks(record):
+    return (record.pick_misfit is not None and record.pick_rows > 0
+            and record.pick_misfit <= MISFIT_TOLERANCE)
+
+
 def _simplex(record):
     return record.smallest >= -SIMPLEX_TOLERANCE and record.sum_error <= SIMPLEX_TOLERANCE
 
@@ -73,4 +111,4 @@ def _softmax_layer(view):
     return last.name if last is not None and "Softmax" in last.type_name else None
 
 
-CHECKS = (probabilities_as_logits,)
+CHECKS = (probabilities_as_logits, probabilities_into_nll)

@@ -96,6 +96,13 @@ class Kernels(ABC):
         without class weights."""
 
     @abstractmethod
+    def pick_misfit(self, grad, axis):
+        """How far ``grad`` is from that of a loss that picks one entry per row of the output
+        (``NLLLoss``: ``-k * one_hot``), over the first ``CLASS_ROWS`` rows along ``axis``:
+        ``(the largest share of a row's |gradient| off its most negative entry, the number of
+        rows with a negative entry)``."""
+
+    @abstractmethod
     def _saved_state(self, node):
         """Of one graph node: True if it holds saved tensors, False if backward freed them,
         None if it saved nothing."""

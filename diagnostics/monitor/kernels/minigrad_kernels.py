@@ -101,6 +101,14 @@ class MinigradKernels(Kernels):
             return (np.where(counted, misfit, 0.0).max(), np.float64(counted.sum()),
                     (k.max() - k_low) / k.max())
 
+    def pick_misfit(self, grad, axis):
+        g = self._class_rows(grad, axis)
+        low = g.min(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            misfit = (np.abs(g).sum(axis=1) + low) / -low
+        counted = low < 0
+        return (np.where(counted, misfit, 0.0).max(), np.float64(counted.sum()))
+
     def _class_rows(self, tensor, axis):
         """(rows, classes): the first ``CLASS_ROWS`` rows along ``axis``."""
         x = np.asarray(tensor.data if isinstance(tensor, Tensor) else tensor)

@@ -138,6 +138,14 @@ class TorchKernels(Kernels):
         return (torch.where(counted, misfit, zero).amax(), counted.sum().to(misfit.dtype),
                 (k.amax() - k_low) / k.amax())
 
+    def pick_misfit(self, grad, axis):
+        g = self._class_rows(grad, axis)
+        low = g.amin(dim=1)
+        misfit = (g.abs().sum(dim=1) + low) / -low
+        counted = low < 0
+        return (self.torch.where(counted, misfit, self.torch.zeros_like(misfit)).amax(),
+                counted.sum().to(misfit.dtype))
+
     def _class_rows(self, tensor, axis):
         """(rows, classes): the first ``CLASS_ROWS`` rows along ``axis``, in float32 or more."""
         x = self._reducible(tensor.detach())

@@ -7,7 +7,8 @@ dimensions), and, from a hook on the output tensor, how well the loss's gradient
 that of cross-entropy taking it as logits: ``k * (softmax(output) - one_hot)`` per row. Only
 that loss has that gradient (NLL on log-probabilities, squared error or a Brier score on
 probabilities do not), so the two together say that probabilities went into
-``nn.CrossEntropyLoss``. The tensor hook is removed when the sample completes.
+``nn.CrossEntropyLoss``; a gradient that picks one entry per row (``-k * one_hot``) says that
+they went into ``nn.NLLLoss``. The tensor hook is removed when the sample completes.
 """
 from collections import deque
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ class ProbabilityRecord:
     misfit: float | None     # None when no gradient reached the output
     rows: int                # rows whose gradient has the cross-entropy sign pattern
     spread: float | None     # of the gradient's scale k over those rows (0: one scale)
+    pick_misfit: float | None = None   # off a gradient that picks one entry per row (NLL)
+    pick_rows: int = 0                 # rows with a negative gradient entry
 
 
 class ProbabilitiesProbe(Probe):
@@ -65,7 +68,7 @@ class ProbabilitiesProbe(Probe):
         def on_gradient(grad):
             if pending["misfit"] is None:
                 pending["misfit"] = [ctx.kernels.cross_entropy_misfit(tensor, grad, a)
-                                     for a in axes]
+                                     + ctx.kernels.pick_misfit(grad, a) for a in axes]
         self._handles.append(ctx.backend.add_tensor_hook(tensor, on_gradient))
         return None
 
@@ -75,7 +78,7 @@ class ProbabilitiesProbe(Probe):
             return
         parts = [t for pair in pending["simplex"] for t in pair]
         if pending["misfit"] is not None:
-            parts += [t for triple in pending["misfit"] for t in triple]
+            parts += [t for five in pending["misfit"] for t in five]
         pending["values"] = ()
 
         def receive(values):
@@ -92,9 +95,11 @@ class ProbabilitiesProbe(Probe):
                 self._records.append(ProbabilityRecord(
                     step=pending["step"], axis=axis, classes=classes,
                     smallest=float(simplex[2 * i]), sum_error=float(simplex[2 * i + 1]),
-                    misfit=float(fit[3 * i]) if fit else None,
-                    rows=int(fit[3 * i + 1]) if fit else 0,
-                    spread=float(fit[3 * i + 2]) if fit else None))
+                    misfit=float(fit[5 * i]) if fit else None,
+                    rows=int(fit[5 * i + 1]) if fit else 0,
+                    spread=float(fit[5 * i + 2]) if fit else None,
+                    pick_misfit=float(fit[5 * i + 3]) if fit else None,
+                    pick_rows=int(fit[5 * i + 4]) if fit else 0))
         self._drop()
 
     def view_fields(self):

@@ -164,6 +164,12 @@ def test_the_misfit_is_zero_only_for_cross_entropy_on_the_output(rows, classes, 
     assert misfit < 1e-9 and counted == rows and spread < 1e-9
     mini = [float(v) for v in mini_kernels.cross_entropy_misfit(z, out.grad.numpy(), 1)]
     assert mini == pytest.approx([misfit, counted, spread], abs=1e-9)
+    # NLL's gradient picks one entry per row; cross-entropy's does not
+    nll = -np.eye(classes)[y] / rows
+    picked = [float(v) for v in torch_kernels.pick_misfit(torch.tensor(nll), 1)]
+    assert picked == pytest.approx([0.0, rows], abs=1e-12)
+    assert [float(v) for v in mini_kernels.pick_misfit(nll, 1)] == pytest.approx(picked)
+    assert float(mini_kernels.pick_misfit(out.grad.numpy(), 1)[0]) > MISFIT_TOLERANCE
     # a squared error on probabilities p against one-hot targets: never counted as a fit
     p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
     squared = 2 * (p - np.eye(classes)[y]) / z.size

@@ -36,6 +36,9 @@ CODES = {
     "LABEL_RANGE": "targets use a class the output lacks, or never use one it has",
     "LABELS_SORTED": "training batches hold labels sorted by class (data not shuffled)",
     "UNSEEN_LAYERS": "layers the Monitor cannot take statistics of (info)",
+    "TRAINING_IN_EVAL_MODE": "training steps taken with dropout and batch norm in eval mode",
+    "PROBABILITIES_AS_LOGITS": "probabilities fed to a loss that expects logits or "
+                               "log-probabilities",
 }
 
 

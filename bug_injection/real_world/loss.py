@@ -63,9 +63,10 @@ ENTRIES = (
           root_cause="I put a softmax at the end of the model and fed its probabilities to "
                      "nn.CrossEntropyLoss, which applies log-softmax itself",
           buggy=lambda: _softmax_ce(True), fixed=lambda: _softmax_ce(False),
-          tool="monitor", codes=(),
-          expected="none yet: a check that the loss input is already probabilities (Monitor)",
-          status="missed: no warning or error over 40 Adam steps"),
+          tool="monitor", codes=("PROBABILITIES_AS_LOGITS",),
+          expected="PROBABILITIES_AS_LOGITS at the Softmax module (Monitor): the output rows "
+                   "are probabilities and the loss's gradient on them is cross-entropy's",
+          location="1", status="diagnosed"),
     Entry(name="sigmoid_before_bce_with_logits",
           source="yudi-mars/daisyRec#15; Turoad/lanedet#32",
           category="loss",
@@ -81,9 +82,10 @@ ENTRIES = (
           root_cause="my model ends in softmax, not log_softmax, and I train it with NLLLoss, so "
                      "the loss is negative and pushes probabilities instead of log-probabilities",
           buggy=lambda: _softmax_nll(True), fixed=lambda: _softmax_nll(False),
-          tool="monitor", codes=(),
-          expected="none yet: a check that NLLLoss receives log-probabilities (Monitor)",
-          status="missed: the loss is -p[y], always negative, and nothing is raised"),
+          tool="monitor", codes=("PROBABILITIES_AS_LOGITS",),
+          expected="PROBABILITIES_AS_LOGITS at the Softmax module (Monitor): probability rows, "
+                   "a gradient that picks the target's entry as NLLLoss does, a negative loss",
+          location="1", status="diagnosed"),
     Entry(name="regression_target_broadcast",
           source="deepset-ai/FARM#229; Photon-AI-Research/NeuralSolvers#20",
           category="loss",

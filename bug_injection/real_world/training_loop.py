@@ -157,7 +157,8 @@ ENTRIES = (
                      "the epoch loop, so dropout and batch norm stay off after the first "
                      "validation",
           buggy=lambda: _validation_mode(True), fixed=lambda: _validation_mode(False),
-          tool="monitor", codes=(),
-          expected="none yet: a Monitor check for training steps taken in eval mode",
-          status="missed: needs a Monitor check for eval-mode training"),
+          tool="monitor", codes=("TRAINING_IN_EVAL_MODE",),
+          expected="TRAINING_IN_EVAL_MODE (Monitor): model.eval() at the validation of step 8, "
+                   "dropout off for the 32 training steps after it",
+          status="diagnosed"),
 )

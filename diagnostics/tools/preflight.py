@@ -6,9 +6,14 @@ broadcast silently (SHAPE_BROADCAST), the loss at init against that of an uninfo
 (-log(1/C) for C classes; BAD_INIT_LOSS), overfitting one batch (OVERFIT_FAILED), a few
 training steps with the loss going down, and, watched by a ``Monitor`` over those steps,
 activation statistics, gradient flow, STALE_GRADIENTS (with the user's ``train_step``) and
-PARAMS_NOT_UPDATING; last, a gradient check on a small slice of the batch.
+PARAMS_NOT_UPDATING; a gradient check on a small slice of the batch; last, what one batch
+can show about the model and the labels: example i's output depends only on example i's
+input (BATCH_MIXING; with ``causal=True``, position t only on positions <= t,
+CAUSALITY_LEAK), output units the labels never use (LABEL_RANGE) and labels sorted by class
+(LABELS_SORTED).
 """
 import contextlib
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -16,7 +21,7 @@ import numpy as np
 
 from .. import outputs
 from ..batch import Batch, first_parameter
-from ..errors import DiagnosticsError
+from ..errors import DiagnosticsError, require
 from ..findings import Finding
 from ..gradcheck.check import run_check
 from ..gradcheck.report_text import headline as gradient_headline
@@ -26,6 +31,8 @@ from ..layouts import class_axis
 from ..monitor import Monitor
 from . import _training as T
 from . import overfit
+from .batch_independence import check_batch_independence
+from .label_checks import check_batch_label_order, check_label_range
 from .overfit import DEFAULT_LR
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
@@ -40,6 +47,9 @@ INIT_LOSS_MARGIN = 0.1    # ...and at least this much above it
 # over 3 times the targets' scale.
 SQUARED_INIT_LOSS_FACTOR = 10.0
 IGNORE_INDEX = -100       # the class index torch's cross-entropy skips
+LABELS_PER_CLASS = 20     # one batch tells an unused output unit only with this many labels
+                          # per unit (a class rarer than 1/4 of its share is then seldom absent)
+ORDER_PARTS = 4           # the batch is read as this many consecutive parts for label order
 
 ACTIVATION_CODES = ("DEAD_UNITS", "SATURATED_ACTIVATIONS", "EXPLODING_ACTIVATIONS",
                     "COLLAPSED_ACTIVATIONS")
@@ -94,7 +104,8 @@ class PreflightReport:
         return "\n".join(lines)
 
 
-def preflight(model, loss_fn, inputs, targets, *, optimizer=None, train_step=None, output=None):
+def preflight(model, loss_fn, inputs, targets, *, optimizer=None, train_step=None, output=None,
+              causal=False):
     """Run the pre-training checklist on one batch; returns a ``PreflightReport``.
 
     ``optimizer`` defaults to Adam(lr=3e-3). ``train_step(model, (inputs, targets), optimizer)``
@@ -103,12 +114,16 @@ def preflight(model, loss_fn, inputs, targets, *, optimizer=None, train_step=Non
     ``zero_grad()`` or ``step()`` shows. ``inputs`` may be a dict of keyword inputs; the model
     may return a tuple, dict or dataclass, which ``loss_fn`` gets whole (``output=`` names the
     logits, see ``diagnostics.outputs``). An exception inside your model, loss or step fails
-    its item, quoted. The model, the optimizer and the RNG states are restored afterwards;
+    its item, quoted. ``causal=True`` declares a model whose output at position t (second
+    axis) may depend only on positions <= t (a language model): the batch independence item
+    checks that too. The model, the optimizer and the RNG states are restored afterwards;
     other side effects of ``train_step`` are not undone.
     """
+    require(isinstance(causal, bool), "causal", "True or False", repr(causal))
     backend, batch = T.checked_batch(model, loss_fn, inputs, targets, optimizer=optimizer,
                                      train_step=train_step, output=output, check_foreign=False)
     run = _Run(backend, batch, optimizer=optimizer, train_step=train_step)
+    run.causal = causal
     run.state = backend.snapshot()     # the one snapshot: restored after each item
     run.optimizer_state = None if optimizer is None else backend.optimizer_snapshot(optimizer)
     try:
@@ -140,6 +155,7 @@ class _Run:
         self.backend, self.batch = backend, batch
         self.optimizer, self.train_step = optimizer, train_step
         self.state = self.optimizer_state = None
+        self.causal = False
         self.facts, self.missing = {}, {}
         self._loss_call = None
 
@@ -516,6 +532,87 @@ def _gradient_check(run):
                      f"{gradient_headline(report)} (first {rows} rows)", list(report.findings))
 
 
+# ------------------------------------------------------------ one batch's data
+def _batch_independence(run):
+    """Karpathy's check: backpropagate from one example's output, on a copy in eval mode."""
+    backend, batch = run.backend, run.batch
+    if backend.name != "torch":
+        return CheckItem("batch independence", SKIP, "needs a torch model (input gradients "
+                                                     "through torch's autograd)")
+    if batch.kwargs or len(batch.args) != 1 or not backend.is_tensor(batch.args[0]):
+        return CheckItem("batch independence", SKIP, "one tensor input needed: run "
+                                                     "check_batch_independence on it")
+    if batch.batch_size < 2:
+        return CheckItem("batch independence", SKIP, "a batch of one example")
+    what = "example i's output depends only on example i's input"
+    if run.causal:
+        what += ", and position t's only on positions <= t"
+    try:
+        findings = check_batch_independence(backend.model, batch.args[0], causal=run.causal,
+                                            output=batch.selector)
+    except DiagnosticsError as error:   # raised by the user's model (its cause) fails the item
+        status = FAIL if error.__cause__ is not None else SKIP
+        return CheckItem("batch independence", status, f"not checked: {error}")
+    if findings:
+        return CheckItem("batch independence", _status(findings),
+                         "; ".join(_first_line(f) for f in findings), findings)
+    return CheckItem("batch independence", PASS, what + " (on a copy in eval mode)")
+
+
+def _class_labels(run):
+    """``(labels as a 1-D int array without ignored ones, classes)``, or ``(None, reason)``."""
+    logits, targets = run.facts["logits"], run.batch.target_array()
+    axis = _class_axis(logits, targets) if targets is not None else None
+    if axis is None or targets.dtype.kind not in "iuf":
+        return None, "targets are not class indices"
+    labels = targets.reshape(-1).astype(np.int64)
+    return labels[labels != IGNORE_INDEX], logits.shape[axis]
+
+
+def _label_range(run):
+    labels, classes = _class_labels(run)
+    if labels is None or not labels.size:
+        return CheckItem("label range", SKIP, classes if labels is None else "no labels")
+    low, high = int(labels.min()), int(labels.max())
+    if low < 0 or high >= classes:
+        return CheckItem("label range", SKIP, "labels outside the output: see label dtype")
+    summary = (f"this batch's {labels.size} labels use classes {low}..{high} of the output's "
+               f"0..{classes - 1}")
+    if labels.size < LABELS_PER_CLASS * classes:
+        return CheckItem("label range", PASS, summary + f" (one batch is too few to tell an "
+                                                        f"unused output unit: run "
+                                                        f"check_label_range on all labels)")
+    findings = [_one_batch(f, labels.size) for f in check_label_range(labels,
+                                                                      num_classes=classes)]
+    return CheckItem("label range", _status(findings), summary, findings)
+
+
+def _label_order(run):
+    labels, classes = _class_labels(run)
+    if labels is None:
+        return CheckItem("label order", SKIP, classes)
+    if run.batch.target_array().ndim != 1:
+        return CheckItem("label order", SKIP, "labels per position: order across examples "
+                                              "not checked")
+    parts = [part for part in np.array_split(labels, ORDER_PARTS) if part.size >= 2]
+    used = np.unique(labels)
+    summary = (f"{labels.size} labels of {used.size} classes in this one batch; run "
+               f"check_batch_label_order on the loader's first batches to see the order "
+               f"across batches")
+    if len(parts) < 2:
+        return CheckItem("label order", SKIP, "a batch too small to read in parts")
+    findings = [_one_batch(f, labels.size) for f in check_batch_label_order(parts)]
+    return CheckItem("label order", _status(findings), summary, findings)
+
+
+def _one_batch(finding, rows):
+    """A label finding judged on the one batch preflight sees, saying so."""
+    return dataclasses.replace(
+        finding, message=finding.message + f" (seen in the one batch of {rows} labels "
+                                           f"preflight gets)",
+        evidence={**finding.evidence, "batches_seen": 1, "labels_seen": rows})
+
+
 ITEMS = (
     Item("parameters", _parameters),
     Item("forward", _forward),
@@ -535,6 +632,9 @@ ITEMS = (
                                        "every parameter with a gradient changed"),
          needs=("watched",)),
     Item("gradient check", _gradient_check, needs=("loss",)),
+    Item("batch independence", _batch_independence, needs=("output",)),
+    Item("label range", _label_range, needs=("logits",)),
+    Item("label order", _label_order, needs=("logits",)),
 )
 
 

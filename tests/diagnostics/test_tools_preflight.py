@@ -18,7 +18,8 @@ from .tools_helpers import (FRAMEWORKS, NN, OPTIM, assert_same, capture, classif
 
 ITEMS = ["parameters", "forward", "label dtype", "shapes", "loss at init", "overfit one batch",
          "training steps", "activations", "gradient flow", "stale gradients",
-         "parameters update", "gradient check"]
+         "parameters update", "gradient check", "batch independence", "label range",
+         "label order"]
 
 
 def _statuses(report):

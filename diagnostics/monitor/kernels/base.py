@@ -79,6 +79,29 @@ class Kernels(ABC):
             stack.extend(self.backend.node_inputs(node))
         return None
 
+    CLASS_ROWS = 256       # rows of an output that the probability statistics look at
+
+    @abstractmethod
+    def simplex_deviation(self, output, axis):
+        """``(smallest entry, largest |row sum - 1|)`` of the first ``CLASS_ROWS`` rows along
+        ``axis`` (the classes) of ``output``: both about 0 when the rows are probabilities."""
+
+    @abstractmethod
+    def cross_entropy_misfit(self, output, grad, axis):
+        """How far ``grad`` (the loss's gradient on ``output``) is from that of cross-entropy
+        taking ``output`` as logits, ``k * (softmax(output) - one_hot)`` with ``k > 0`` per
+        row, over the first ``CLASS_ROWS`` rows along ``axis``: ``(the largest misfit relative
+        to k, the number of rows with k > 0, the spread of k over them relative to its
+        largest)``. The misfit is about 0 only for that loss; k is one number for all rows
+        without class weights."""
+
+    @abstractmethod
+    def pick_misfit(self, grad, axis):
+        """How far ``grad`` is from that of a loss that picks one entry per row of the output
+        (``NLLLoss``: ``-k * one_hot``), over the first ``CLASS_ROWS`` rows along ``axis``:
+        ``(the largest share of a row's |gradient| off its most negative entry, the number of
+        rows with a negative entry)``."""
+
     @abstractmethod
     def _saved_state(self, node):
         """Of one graph node: True if it holds saved tensors, False if backward freed them,

@@ -81,3 +81,37 @@ class MinigradKernels(Kernels):
             return False
         return True if node.saved_tensors else None
 
+    def simplex_deviation(self, output, axis):
+        rows = self._class_rows(output, axis)
+        return (rows.min(), np.abs(rows.sum(axis=1) - 1).max())
+
+    def cross_entropy_misfit(self, output, grad, axis):
+        x = self._class_rows(output, axis)
+        g = self._class_rows(grad, axis)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            shifted = np.exp(x - x.max(axis=1, keepdims=True))
+            p = shifted / shifted.sum(axis=1, keepdims=True)
+            k = (g / p).max(axis=1, keepdims=True)
+            residual = g - k * p            # zero but at the target, where it is -k
+            low = residual.min(axis=1, keepdims=True)
+            misfit = (np.abs(residual).sum(axis=1, keepdims=True) - np.abs(low)
+                      + np.abs(low + k)) / k
+            counted = k > 0
+            k_low = np.where(counted, k, k.max()).min()
+            return (np.where(counted, misfit, 0.0).max(), np.float64(counted.sum()),
+                    (k.max() - k_low) / k.max())
+
+    def pick_misfit(self, grad, axis):
+        g = self._class_rows(grad, axis)
+        low = g.min(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            misfit = (np.abs(g).sum(axis=1) + low) / -low
+        counted = low < 0
+        return (np.where(counted, misfit, 0.0).max(), np.float64(counted.sum()))
+
+    def _class_rows(self, tensor, axis):
+        """(rows, classes): the first ``CLASS_ROWS`` rows along ``axis``."""
+        x = np.asarray(tensor.data if isinstance(tensor, Tensor) else tensor)
+        if axis != x.ndim - 1:
+            x = np.moveaxis(x[:1], axis, -1)
+        return x.reshape(-1, x.shape[-1])[:self.CLASS_ROWS]

@@ -119,3 +119,36 @@ class TorchKernels(Kernels):
         """float32 for half types, whose sums overflow and which CPU ``dot`` lacks."""
         halves = (self.torch.float16, self.torch.bfloat16)
         return tensor.float() if tensor.dtype in halves else tensor
+
+    def simplex_deviation(self, output, axis):
+        rows = self._class_rows(output, axis)
+        return (rows.amin(), (rows.sum(dim=1) - 1).abs().amax())
+
+    def cross_entropy_misfit(self, output, grad, axis):
+        torch = self.torch
+        p = torch.softmax(self._class_rows(output, axis), dim=1)
+        g = self._class_rows(grad, axis)
+        k = (g / p).amax(dim=1, keepdim=True)
+        residual = g - k * p            # zero but at the target, where it is -k
+        low = residual.amin(dim=1, keepdim=True)
+        misfit = (residual.abs().sum(dim=1, keepdim=True) - low.abs() + (low + k).abs()) / k
+        counted = k > 0
+        zero = torch.zeros_like(misfit)
+        k_low = torch.where(counted, k, k.amax()).amin()
+        return (torch.where(counted, misfit, zero).amax(), counted.sum().to(misfit.dtype),
+                (k.amax() - k_low) / k.amax())
+
+    def pick_misfit(self, grad, axis):
+        g = self._class_rows(grad, axis)
+        low = g.amin(dim=1)
+        misfit = (g.abs().sum(dim=1) + low) / -low
+        counted = low < 0
+        return (self.torch.where(counted, misfit, self.torch.zeros_like(misfit)).amax(),
+                counted.sum().to(misfit.dtype))
+
+    def _class_rows(self, tensor, axis):
+        """(rows, classes): the first ``CLASS_ROWS`` rows along ``axis``, in float32 or more."""
+        x = self._reducible(tensor.detach())
+        if axis != x.dim() - 1:
+            x = x[:1].movedim(axis, -1)
+        return x.reshape(-1, x.shape[-1])[:self.CLASS_ROWS]

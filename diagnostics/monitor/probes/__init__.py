@@ -47,11 +47,14 @@ from .learning_rate import LearningRateProbe
 from .loss import LossProbe
 from .modes import ModesProbe
 from .outputs import OutputsProbe
+from .probabilities import ProbabilitiesProbe
+from .training_mode import TrainingModeProbe
 from .updates import UpdatesProbe
 
 PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsProbe,
-          UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe)
+          UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, TrainingModeProbe,
+          ProbabilitiesProbe)
 
 __all__ = ["PROBES", "Context", "Probe", "ActivationsProbe", "GradientsProbe", "GraphProbe",
            "InputsProbe", "LearningRateProbe", "LossProbe", "ModesProbe", "OutputsProbe",
-           "UpdatesProbe"]
+           "ProbabilitiesProbe", "TrainingModeProbe", "UpdatesProbe"]

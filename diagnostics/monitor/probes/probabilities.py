@@ -1,0 +1,128 @@
+"""Outputs that are probabilities, and the loss's gradient on them (softmax before a loss that
+applies its own log-softmax).
+
+On a sampled iteration, the first model call with gradients: the smallest entry and the row
+sums of the output along its class axis (axis 1, and the last axis of an output with more
+dimensions), and, from a hook on the output tensor, how well the loss's gradient on it fits
+that of cross-entropy taking it as logits: ``k * (softmax(output) - one_hot)`` per row. Only
+that loss has that gradient (NLL on log-probabilities, squared error or a Brier score on
+probabilities do not), so the two together say that probabilities went into
+``nn.CrossEntropyLoss``; a gradient that picks one entry per row (``-k * one_hot``) says that
+they went into ``nn.NLLLoss``. The tensor hook is removed when the sample completes.
+"""
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from .base import Probe
+
+
+@dataclass(frozen=True)
+class ProbabilityRecord:
+    """One sampled step, one class axis: the output's simplex numbers and the gradient's fit."""
+
+    step: int
+    axis: int
+    classes: int
+    smallest: float          # the smallest output entry
+    sum_error: float         # the largest |row sum - 1|
+    misfit: float | None     # None when no gradient reached the output
+    rows: int                # rows whose gradient has the cross-entropy sign pattern
+    spread: float | None     # of the gradient's scale k over those rows (0: one scale)
+    pick_misfit: float | None = None   # off a gradient that picks one entry per row (NLL)
+    pick_rows: int = 0                 # rows with a negative gradient entry
+
+
+class ProbabilitiesProbe(Probe):
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self._pending = None        # this sample's measurement, until it completes
+        self._handles = []          # the hook on this sample's output tensor
+        self._records = deque(maxlen=ctx.window)
+
+    def attach(self):
+        backend = self.ctx.backend
+        return [backend.add_forward_hook(backend.model, self._on_output)]
+
+    def begin(self):
+        self._drop()
+
+    def _on_output(self, module, args, output):
+        ctx = self.ctx
+        if ctx.sample is None or self._pending is not None or not ctx.backend.grad_enabled():
+            return None
+        tensor = ctx.first_tensor(output)
+        if tensor is None or len(tensor.shape) < 2 or not tensor.requires_grad:
+            return None
+        shape = tuple(tensor.shape)
+        axes = [axis for axis in dict.fromkeys((1, len(shape) - 1)) if shape[axis] >= 2]
+        if not axes or _count(shape) == 0 or not _floating(tensor):
+            return None
+        pending = {"step": ctx.step, "axes": axes, "classes": [shape[a] for a in axes],
+                   "simplex": [ctx.kernels.simplex_deviation(tensor, a) for a in axes],
+                   "misfit": None, "values": None}
+        self._pending = pending
+
+        def on_gradient(grad):
+            if pending["misfit"] is None:
+                pending["misfit"] = [ctx.kernels.cross_entropy_misfit(tensor, grad, a)
+                                     + ctx.kernels.pick_misfit(grad, a) for a in axes]
+        self._handles.append(ctx.backend.add_tensor_hook(tensor, on_gradient))
+        return None
+
+    def contribute(self):
+        pending = self._pending
+        if pending is None or pending["values"] is not None:
+            return
+        parts = [t for pair in pending["simplex"] for t in pair]
+        if pending["misfit"] is not None:
+            parts += [t for five in pending["misfit"] for t in five]
+        pending["values"] = ()
+
+        def receive(values):
+            pending["values"] = values
+        self.ctx.collector.add(parts, receive)
+
+    def finish(self, sample):
+        pending = self._pending
+        if pending is not None and pending["values"]:
+            values = list(pending["values"])
+            count = len(pending["axes"])
+            simplex, fit = values[:2 * count], values[2 * count:]
+            for i, (axis, classes) in enumerate(zip(pending["axes"], pending["classes"])):
+                self._records.append(ProbabilityRecord(
+                    step=pending["step"], axis=axis, classes=classes,
+                    smallest=float(simplex[2 * i]), sum_error=float(simplex[2 * i + 1]),
+                    misfit=float(fit[5 * i]) if fit else None,
+                    rows=int(fit[5 * i + 1]) if fit else 0,
+                    spread=float(fit[5 * i + 2]) if fit else None,
+                    pick_misfit=float(fit[5 * i + 3]) if fit else None,
+                    pick_rows=int(fit[5 * i + 4]) if fit else 0))
+        self._drop()
+
+    def view_fields(self):
+        return {"signals": {"probabilities": list(self._records)}}
+
+    def close(self):
+        self._drop()
+
+    def _drop(self):
+        handles, self._handles = self._handles, []
+        for handle in handles:
+            handle.remove()
+        self._pending = None
+
+
+def _floating(tensor):
+    """A floating dtype, torch's or NumPy's."""
+    flag = getattr(tensor.dtype, "is_floating_point", None)
+    return flag if isinstance(flag, bool) else np.dtype(tensor.dtype).kind == "f"
+
+
+def _count(shape):
+    total = 1
+    for size in shape:
+        total *= size
+    return total

@@ -92,9 +92,11 @@ class _GradientCheck:
                 bar.update()
         births = locate(self.points, {p.key: self._flow_status(p.key) for p in self.points},
                         {name: self._status(name) for name in analytic.parameters})
+        evidence = {birth.evidence for birth in births} if births else set(analytic.parameters)
         for name in analytic.parameters:
             if self._status(name) == MISMATCH and name not in self.elements:
-                self.elements[name] = self._suspect_elements(name)
+                self.elements[name] = (self._suspect_elements(name) if name in evidence else
+                                       self.prober.consequence_elements(self.targets[name]))
         for birth in births:
             self._explain(birth)
         return self._report(list(analytic.parameters), births)

@@ -1,7 +1,9 @@
 """``Evaluator``: runs the copied model and the loss on the batch, and counts the runs.
 
 Every run starts from the same random state, so dropout draws the same mask each time and the
-loss is a deterministic function of the parameters and of whatever a run perturbs.
+loss is a deterministic function of the parameters and of whatever a run perturbs. The plain run
+that checks this keeps every module call's output, so that a perturbed run asked to ``replay``
+computes only the modules from the perturbation on (see ``replay.py``).
 """
 from dataclasses import dataclass
 
@@ -10,6 +12,7 @@ import numpy as np
 from ..errors import DiagnosticsError
 from .calls import check_loss, check_output
 from .kinks import ROUNDING
+from .points import INPUT
 
 
 @dataclass(frozen=True)
@@ -57,11 +60,17 @@ class Evaluator:
         return Analytic(self.backend.scalar(loss), gradients, points, point_gradients,
                         dict(self.instrument.values))
 
-    def loss(self, *, parameter=None, point=None, delta=None, capture=None):
-        """The loss with ``delta`` added to a parameter or a point; ``capture``: a point to keep."""
+    def loss(self, *, parameter=None, point=None, delta=None, capture=None, replay=False,
+             keep=False):
+        """The loss with ``delta`` added to a parameter or a point; ``capture``: a point to keep;
+        ``replay``: compute only from the perturbation on; ``keep``: store this run's calls."""
         target = None if point is None else point.key
         self.instrument.start_pass(target=target, delta=delta,
                                    capture=None if capture is None else capture.key)
+        if keep:
+            self.instrument.replay.keep()
+        elif replay:
+            self._start_replay(parameter, point)
         if parameter is not None:
             self.backend.write_parameter(parameter, self.parameters[parameter] + delta)
         try:
@@ -69,6 +78,7 @@ class Evaluator:
                 _, loss = self._run()
             return self.backend.scalar(loss)
         finally:
+            self.instrument.replay.stop()
             if parameter is not None:
                 self.backend.write_parameter(parameter, self.parameters[parameter])
 
@@ -79,7 +89,7 @@ class Evaluator:
 
     def check_deterministic(self, analytic_loss):
         """The loss of a plain run; ``DiagnosticsError`` if it differs from the recording run's."""
-        loss_0 = self.loss()
+        loss_0 = self.loss(keep=True)
         bound = 4 * ROUNDING * max(abs(loss_0), abs(analytic_loss), 1e-300)
         if not abs(loss_0 - analytic_loss) <= bound:
             mutating = self._modules_changing_their_input()
@@ -124,6 +134,17 @@ class Evaluator:
         names = [name for name, _ in found]
         return [(name, kind) for name, kind in found if name  # innermost only
                 and not any(other.startswith(name + ".") for other in names)]
+    def _start_replay(self, parameter, point):
+        """A parameter's perturbation starts at its module's first call; a point's at its call's
+        start (an input) or end (an output)."""
+        if point is not None:
+            call = (point.module, point.call)
+            if point.kind == INPUT:
+                self.instrument.replay.start(before=call)
+            else:
+                self.instrument.replay.start(after=call)
+        elif parameter is not None:
+            self.instrument.replay.start(before=(parameter.rpartition(".")[0], 0))
 
     def _run(self, *, checked=False):
         self.backend.set_rng_state(self.random_state)

@@ -7,12 +7,15 @@ tensor hook reads the analytic gradient of the loss with respect to that point: 
 the gradient that flows back through this module only; for an output, the gradient the rest
 of the network sends it. In later passes they add a perturbation to one point, or keep a copy
 of one point's value. Calls are counted per pass, so a module called twice has two points.
+While the instrument is open, its ``replay`` (see ``replay.py``) lets a perturbed pass skip the
+module calls that end before the perturbation.
 """
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .. import outputs
+from .replay import Replay
 
 INPUT, OUTPUT = "input", "output"
 
@@ -62,14 +65,24 @@ class Instrument:
         self._mode = None
         self._target = self._delta = self._capture = None
         self._counts, self._stack = {}, []
+        self.replay = None
 
     def __enter__(self):
-        for name, module in self.backend.named_modules():
-            self._handles.append(module.register_forward_pre_hook(self._pre_hook(name)))
-            self._handles.append(self.backend.add_forward_hook(module, self._post_hook(name)))
+        try:
+            for name, module in self.backend.named_modules():
+                self._handles.append(module.register_forward_pre_hook(self._pre_hook(name)))
+                self._handles.append(self.backend.add_forward_hook(module,
+                                                                   self._post_hook(name)))
+            self.replay = Replay(self.backend, self).__enter__()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def __exit__(self, *exc):
+        if self.replay is not None:
+            self.replay.__exit__(None, None, None)
+            self.replay = None
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -79,6 +92,18 @@ class Instrument:
     def current_module(self):
         """The name of the innermost module call running now (None outside the model)."""
         return self._stack[-1][0] if self._stack else None
+    # ----------------------------------------------------------------- calls
+    def current_call(self):
+        """``(module name, call)`` of the innermost call running now (None outside calls)."""
+        return self._stack[-1] if self._stack else None
+
+    def call_counts(self):
+        """Calls per module so far in this pass (a copy)."""
+        return dict(self._counts)
+
+    def set_call_counts(self, counts):
+        """Continue counting from ``counts``: a replayed call's sub-modules did not run."""
+        self._counts = dict(counts)
 
     # ---------------------------------------------------------------- passes
     def start_pass(self, *, record=False, target=None, delta=None, capture=None):

@@ -6,6 +6,12 @@ Gaussian directions (unit length, so every element has weight and one derivative
 runs whatever the size); ``Prober.suspects`` narrows a failing tensor down to the chunks that
 fail; ``Prober.elements`` checks single elements; ``Prober.true_slope`` measures the true
 gradient along any direction, for the pattern classifier.
+
+Derivatives compared with the backward pass start with a forward difference (see ``kinks``)
+and are measured on replayed runs (only the modules from the target on are computed, see
+``replay.py``). The first one of a target that does not agree is measured again on a full run:
+if the two runs disagree, the target is measured on full runs from then on, so a model that
+replay does not fit costs time but never changes a verdict.
 """
 from dataclasses import dataclass, field
 
@@ -17,6 +23,7 @@ KINK_RETRIES = 3    # extra directions a tensor may use when probes land on kink
 CONFIRM = 2         # directions that must show a mismatch before a tensor is called wrong
 CHUNKS = 8          # pieces a failing region is cut into when narrowing it down
 REFINE_ABOVE = 4    # narrow down while the failing region holds more than this x max_elements
+CONSEQUENCE_MISMATCHES = 4   # disagreeing elements enough to show a tensor wrong downstream
 
 
 @dataclass(frozen=True)
@@ -115,15 +122,30 @@ class Prober:
         self.evaluator, self.settings, self.loss_0 = evaluator, settings, loss_0
         self.rng = np.random.default_rng(settings.seed)
         self.tolerance = Tolerance(settings.rtol, settings.atol)
+        self.full_runs = set()   # names of targets measured on full runs only
+        self.replay_agreed = set()   # names of targets whose replayed and full runs agreed
 
     def slope(self, target, direction, analytic=None, *, confirm=True):
         """The derivative along ``direction`` (any length the step should scale with)."""
+        replay = analytic is not None and target.name not in self.full_runs
+        slope = self._slope(target, direction, analytic, confirm, replay)
+        if replay and slope.status != "ok" and target.name not in self.replay_agreed:
+            full = self._slope(target, direction, analytic, confirm, False)
+            same = full.status == slope.status and (
+                full.value == slope.value or None not in (full.value, slope.value)
+                and self.tolerance.agrees(full.value, slope.value, 0.0))
+            (self.replay_agreed if same else self.full_runs).add(target.name)
+            slope = full
+        return slope
+
+    def _slope(self, target, direction, analytic, confirm, replay):
         def loss_at(t):
             return self.evaluator.loss(parameter=target.parameter, point=target.point,
-                                       delta=t * direction)
+                                       delta=t * direction, replay=replay)
 
         return estimate_slope(loss_at, self.loss_0, step=self.settings.eps,
-                              tolerance=self.tolerance, analytic=analytic, confirm=confirm)
+                              tolerance=self.tolerance, analytic=analytic, confirm=confirm,
+                              forward_first=True)
 
     def probe(self, target, *, support=None, probes=None, confirm=True):
         """Up to ``probes`` random directions (on ``support``, flat indices, when given).
@@ -155,12 +177,14 @@ class Prober:
             result.extend(self.probe(target, support=piece, probes=1))
         return result
 
-    def elements(self, target, indices, *, confirm=True):
-        """Single-element central differences at flat ``indices`` (``confirm``: see kinks)."""
+    def elements(self, target, indices, *, confirm=True, enough=None):
+        """Single-element central differences at flat ``indices`` (``confirm``: see kinks);
+        with ``enough``, only until that many elements disagree."""
         indices = np.asarray(indices, dtype=np.int64)
         numerical = np.full(len(indices), np.nan)
         analytical = target.analytic.reshape(-1)[indices].astype(np.float64)
         mismatched = np.zeros(len(indices), dtype=bool)
+        checked = len(indices)
         for position, index in enumerate(indices):
             basis = np.zeros(target.analytic.size)
             basis[index] = 1.0
@@ -169,7 +193,21 @@ class Prober:
             if slope.value is not None:
                 numerical[position] = slope.value
             mismatched[position] = slope.status == "mismatch"
-        return Elements(indices, numerical, analytical, mismatched)
+            if enough is not None and mismatched.sum() >= enough:
+                checked = position + 1
+                break
+        return Elements(indices[:checked], numerical[:checked], analytical[:checked],
+                        mismatched[:checked])
+
+    def consequence_elements(self, target):
+        """Single elements of a tensor that is wrong because the gradient reaching its module
+        is: the error is spread over it, so random elements are checked until
+        ``CONSEQUENCE_MISMATCHES`` disagree (at most ``max_elements``), without narrowing the
+        tensor down chunk by chunk first."""
+        size = target.analytic.size
+        count = min(self.settings.max_elements, size)
+        indices = self.rng.choice(size, size=count, replace=False)
+        return self.elements(target, indices, confirm=False, enough=CONSEQUENCE_MISMATCHES)
 
     def suspects(self, target, support=None):
         """At most ``max_elements`` flat indices (from ``support`` when given), drawn from the

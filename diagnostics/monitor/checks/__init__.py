@@ -16,7 +16,13 @@ CHECKS = (loss.CHECKS + gradients.CHECKS + updates.CHECKS + activations.CHECKS +
 
 def run_checks(view, *, urgent_only=False):
     """The findings of every check (or of the urgent ones) for ``view``."""
-    return [finding for check in (URGENT if urgent_only else CHECKS) for finding in check(view)]
+    return [finding for _, found in run_each(view, urgent_only=urgent_only) for finding in found]
 
 
-__all__ = ["CHECKS", "URGENT", "FULL_CHECK_STEPS", "run_checks"]
+def run_each(view, *, urgent_only=False):
+    """``[(check, its findings)]`` for every check that ran: a check that ran and found
+    nothing is the evidence that its earlier findings stopped holding."""
+    return [(check, check(view)) for check in (URGENT if urgent_only else CHECKS)]
+
+
+__all__ = ["CHECKS", "URGENT", "FULL_CHECK_STEPS", "run_checks", "run_each"]

@@ -14,6 +14,7 @@ class Context:
     thresholds: object
     window: int
     optimizer: object = None
+    scaler: object = None  # the torch.amp.GradScaler the Monitor was given, if any
     step: int = 0          # the iteration under way
     sample: object = None  # its ``Sample`` when it is sampled, else None
 

@@ -18,6 +18,7 @@ probe                     signal
                           gradient
 ``ModesProbe``            passes without gradients while modules are in training mode
 ``GraphProbe``            loss tensors held with their autograd graph
+``MixedPrecisionProbe``   autocast's dtype, a GradScaler's scale and its skipped steps
 ========================  ==================================================================
 
 How to add a signal (three files and a registration):
@@ -44,13 +45,15 @@ from .graph import GraphProbe
 from .inputs import InputsProbe
 from .learning_rate import LearningRateProbe
 from .loss import LossProbe
+from .mixed_precision import MixedPrecisionProbe
 from .modes import ModesProbe
 from .outputs import OutputsProbe
 from .updates import UpdatesProbe
 
 PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsProbe,
-          UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe)
+          UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, MixedPrecisionProbe)
 
 __all__ = ["PROBES", "Context", "Probe", "ActivationsProbe", "GradientsProbe", "GraphProbe",
-           "InputsProbe", "LearningRateProbe", "LossProbe", "ModesProbe", "OutputsProbe",
+           "InputsProbe", "LearningRateProbe", "LossProbe", "MixedPrecisionProbe", "ModesProbe",
+           "OutputsProbe",
            "UpdatesProbe"]

@@ -313,7 +313,7 @@ class _Checklist:
         with self.backend.preserved(self.optimizer):
             optimizer = T.make_optimizer(self.backend, self.optimizer, lr=DEFAULT_LR)
             try:
-                before, after, findings = self._watched_steps(optimizer)
+                before, after, findings, skipped = self._watched_steps(optimizer)
             except DiagnosticsError:
                 raise
             except Exception as error:
@@ -321,7 +321,7 @@ class _Checklist:
                 return ([CheckItem("training steps", FAIL,
                                    f"{how} raised {type(error).__name__}: {error}")]
                         + _skipped(names[1:], "the training steps failed"))
-        return [self._loss_trend(before, after, findings),
+        return [self._loss_trend(before, after, findings, skipped),
                 _monitored("activations", findings, ACTIVATION_CODES,
                            "no dead, saturated, exploding or collapsed layer"),
                 _monitored("gradient flow", findings, FLOW_CODES,
@@ -339,8 +339,9 @@ class _Checklist:
         with Monitor(self.backend.model, optimizer, every=1, window=TRAIN_STEPS) as monitor:
             for _ in range(TRAIN_STEPS):
                 monitor.step(self._one_step(optimizer))
-            findings = monitor.report().findings
-        return before, self._measured_loss(rng), findings
+            report = monitor.report()
+        skipped = report.mixed_precision.get("skipped_steps", 0)
+        return before, self._measured_loss(rng), report.findings, skipped
 
     def _one_step(self, optimizer):
         if self.train_step is None:
@@ -361,13 +362,18 @@ class _Checklist:
             _, loss = T.compute_loss(self.backend, self.loss_fn, self.inputs, self.targets)
         return self.backend.scalar(loss)
 
-    def _loss_trend(self, before, after, findings):
+    def _loss_trend(self, before, after, findings, skipped=0):
         how = "train_step" if self.train_step is not None else "plain steps"
         summary = f"loss {before:.4g} -> {after:.4g} after {TRAIN_STEPS} {how}"
         others = [f for f in findings if f.code not in ACTIVATION_CODES + FLOW_CODES
                   + ("STALE_GRADIENTS", "PARAMS_NOT_UPDATING")]
         if math.isfinite(after) and after < before:
             return CheckItem("training steps", _status(others), summary, others)
+        if skipped >= TRAIN_STEPS and after == before:   # a GradScaler still finding its scale
+            return CheckItem("training steps", SKIP if not others else _status(others),
+                             f"{summary}: the GradScaler skipped all {skipped} steps (inf/NaN "
+                             f"fp16 gradients while its scale comes down), nothing to judge",
+                             others)
         if not math.isfinite(after) or after > before:
             code, message = "LOSS_DIVERGING", f"the loss rose from {before:.4g} to {after:.4g}"
             hint = "lower the learning rate; check the sign of the loss and of the update"

@@ -198,3 +198,29 @@ def test_autocast_dtype_is_read_inside_autocast_only():
     assert k.autocast_dtype(weight) is None
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert k.autocast_dtype(weight) == "bfloat16"
+
+
+def test_preflight_does_not_call_a_scaler_finding_its_scale_a_plateau():
+    from diagnostics import preflight
+
+    torch.manual_seed(0)
+    x = torch.randn(64, 16, generator=torch.Generator().manual_seed(0))
+    y = x[:, :4].argmax(1)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 40)   # the first ~20 steps skip
+
+    def train_step(model, batch, optimizer):
+        inputs, targets = batch
+        optimizer.zero_grad()
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = F.cross_entropy(model(inputs), targets)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss
+
+    report = preflight(model, F.cross_entropy, x, y, optimizer=optimizer, train_step=train_step)
+    (item,) = [i for i in report.items if i.name == "training steps"]
+    assert item.status == "SKIP" and "skipped all 8 steps" in item.summary
+    assert "LOSS_PLATEAU" not in [f.code for f in report.findings]

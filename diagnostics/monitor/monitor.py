@@ -52,6 +52,11 @@ class Monitor:
     optimizer applies them, and the scaler's skipped steps are counted. Without it, fp16
     autocast is recognised, non-finite gradients count as skipped steps and gradient norms,
     scaled by an unknown factor, are judged only by their growth.
+
+    ``per_step_gradients=True`` adds the per-step tier: the norm of every ``.grad`` at every
+    ``step``, so a NaN/inf gradient or a one-step spike of the norm is reported at the step it
+    happens (one more pass over the gradients per step; ``benchmarks/monitor_overhead.py``
+    prints its cost).
     Each signal is a probe (``monitor.probes``); the Monitor schedules the sampled steps,
     runs their one transfer, runs the checks, keeps the findings and feeds the sinks.
     The Monitor never changes the model, the optimizer or any random generator; ``close()``
@@ -59,7 +64,8 @@ class Monitor:
     """
 
     def __init__(self, model, optimizer=None, *, every=DEFAULT_EVERY, window=DEFAULT_WINDOW,
-                 sinks=(), on_finding=None, on_resolved=None, thresholds=None, scaler=None):
+                 sinks=(), on_finding=None, on_resolved=None, thresholds=None, scaler=None,
+                 per_step_gradients=False):
         backend = get_backend(model)
         _require_count(every, "every", 1)
         _require_count(window, "window", 2)
@@ -68,6 +74,8 @@ class Monitor:
         require(on_resolved is None or callable(on_resolved), "on_resolved",
                 "a callable taking a Finding, or None", type(on_resolved).__name__)
         _require_scaler(scaler, backend)
+        require(isinstance(per_step_gradients, bool), "per_step_gradients", "True or False",
+                repr(per_step_gradients))
         require(thresholds is None or isinstance(thresholds, Thresholds), "thresholds",
                 "a diagnostics.monitor.Thresholds or None", type(thresholds).__name__)
         sinks = _checked_sinks(sinks)
@@ -81,7 +89,7 @@ class Monitor:
         self._ctx = Context(backend=backend, kernels=kernels, layout=layout,
                             collector=self._collector, history=None,
                             thresholds=self.thresholds, window=window, optimizer=optimizer,
-                            scaler=scaler)
+                            scaler=scaler, per_step_gradients=per_step_gradients)
         self._probes = [probe(self._ctx) for probe in PROBES]
         columns = columns_for(layout, learning_rate=bool(learning_rates(optimizer)))
         self._history = self._ctx.history = History(

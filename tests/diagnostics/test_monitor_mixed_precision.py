@@ -32,7 +32,8 @@ class Amplify(nn.Module):
 
 
 def amp_run(*, init_scale=2.0 ** 16, clip=None, give_scaler=True, factor=None, steps=150,
-            every=10, dtype=torch.float16, use_scaler=True, monitor=True, norms=None):
+            every=10, dtype=torch.float16, use_scaler=True, monitor=True, norms=None,
+            per_step_gradients=False):
     """Adam on a learnable 4-class problem under CPU autocast; returns (losses, report,
     scaler, final state)."""
     torch.manual_seed(0)
@@ -44,8 +45,8 @@ def amp_run(*, init_scale=2.0 ** 16, clip=None, give_scaler=True, factor=None, s
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     scaler = torch.amp.GradScaler("cpu", init_scale=init_scale) if use_scaler else None
     losses, report = [], None
-    mon = (Monitor(model, optimizer, every=every, scaler=scaler if give_scaler else None)
-           if monitor else None)
+    mon = (Monitor(model, optimizer, every=every, scaler=scaler if give_scaler else None,
+                   per_step_gradients=per_step_gradients) if monitor else None)
     try:
         for _ in range(steps):
             rows = torch.randint(0, 512, (32,), generator=g)

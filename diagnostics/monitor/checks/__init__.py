@@ -4,15 +4,16 @@
 gradients: the alerts that should not wait); the others run at most every ``FULL_CHECK_STEPS``
 steps and on every ``report()``.
 """
-from . import activations, gradients, graph, inputs, loss, mixed_precision, modes, updates
+from . import (activations, gradients, graph, inputs, loss, mixed_precision, modes,
+               step_gradients, updates)
 
 FULL_CHECK_STEPS = 50
 
 URGENT = (loss.nan_loss, gradients.stale_gradients, gradients.exploding_gradients,
-          mixed_precision.amp_overflow)
+          mixed_precision.amp_overflow, step_gradients.gradient_spike)
 
 CHECKS = (loss.CHECKS + gradients.CHECKS + updates.CHECKS + activations.CHECKS + inputs.CHECKS
-          + modes.CHECKS + graph.CHECKS + mixed_precision.CHECKS)
+          + modes.CHECKS + graph.CHECKS + mixed_precision.CHECKS + step_gradients.CHECKS)
 
 
 def run_checks(view, *, urgent_only=False):

@@ -39,6 +39,11 @@ class Kernels(ABC):
         the gradient the optimizer will apply, taken before squaring so that a large scale
         cannot overflow them."""
 
+    @abstractmethod
+    def gradient_norms(self, grads):
+        """The 2-norm of each of ``grads`` (a list of gradients), as one 1-d result on their
+        device; a NaN or inf element makes its norm NaN or inf."""
+
     def autocast_dtype(self, tensor):
         """The dtype name autocast computes in on ``tensor``'s device ("float16",
         "bfloat16"), or None when autocast is off (or the framework has none)."""

@@ -57,6 +57,11 @@ class MinigradKernels(Kernels):
                        else magnitude.max())
             return (np.dot(flat, flat), magnitude.sum(), largest)
 
+    def gradient_norms(self, grads):
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.array([np.linalg.norm(np.asarray(getattr(g, "data", g), dtype=np.float64))
+                             for g in grads])
+
     def weight_sample(self, param, *, into=None):
         entries = self._sampled(param)
         if into is not None and into.shape == entries.shape and into.dtype == entries.dtype:

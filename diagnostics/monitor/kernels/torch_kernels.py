@@ -54,6 +54,13 @@ class TorchKernels(Kernels):
             largest = magnitude.view(grad.shape[0], -1).amax(dim=1)
         return (self.torch.dot(flat, flat), magnitude.sum(), largest)
 
+    def gradient_norms(self, grads):
+        torch = self.torch
+        device = grads[0].device
+        grads = [g.detach() if g.device == device else g.detach().to(device) for g in grads]
+        # one fused pass; norms in float32 also for half gradients (whose 65504 they pass)
+        return torch.stack(torch._foreach_norm(grads, 2, dtype=torch.float32))
+
     def autocast_dtype(self, tensor):
         torch, device = self.torch, tensor.device.type
         try:

@@ -19,6 +19,7 @@ probe                     signal
 ``ModesProbe``            passes without gradients while modules are in training mode
 ``GraphProbe``            loss tensors held with their autograd graph
 ``MixedPrecisionProbe``   autocast's dtype, a GradScaler's scale and its skipped steps
+``StepGradientsProbe``    opt-in: the gradient norm at every step (NaN/inf, spikes)
 ========================  ==================================================================
 
 How to add a signal (three files and a registration):
@@ -48,12 +49,14 @@ from .loss import LossProbe
 from .mixed_precision import MixedPrecisionProbe
 from .modes import ModesProbe
 from .outputs import OutputsProbe
+from .step_gradients import StepGradientsProbe
 from .updates import UpdatesProbe
 
 PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsProbe,
-          UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, MixedPrecisionProbe)
+          UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, MixedPrecisionProbe,
+          StepGradientsProbe)
 
 __all__ = ["PROBES", "Context", "Probe", "ActivationsProbe", "GradientsProbe", "GraphProbe",
            "InputsProbe", "LearningRateProbe", "LossProbe", "MixedPrecisionProbe", "ModesProbe",
-           "OutputsProbe",
+           "OutputsProbe", "StepGradientsProbe",
            "UpdatesProbe"]

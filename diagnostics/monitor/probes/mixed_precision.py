@@ -71,6 +71,7 @@ class MixedPrecisionProbe(Probe):
         scaler = ctx.scaler
         self._scaler = scaler if scaler is not None and scaler.is_enabled() else None
         self._initial = self._scaler.get_scale() if self._scaler is not None else math.nan
+        ctx.loss_scaling = self._scaler is not None
         self._scales = Series()
         self._pending = []          # per step: a float, or a 0-d device tensor not yet read
         self._sampled = []
@@ -86,7 +87,7 @@ class MixedPrecisionProbe(Probe):
         if dtype is not None:
             self._autocast = dtype
             if dtype == "float16":
-                sample.loss_scaled = True
+                sample.loss_scaled = self.ctx.loss_scaling = True
 
     def on_step(self, loss):
         if self._scaler is not None:

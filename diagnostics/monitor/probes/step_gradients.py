@@ -8,6 +8,9 @@ step (``torch._foreach_norm``), brought to the host at once on a non-sampled ste
 the sampled step's one transfer otherwise. Its cost is printed by
 ``benchmarks/monitor_overhead.py``: about one more pass over the gradients per step.
 """
+import math
+import statistics
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +38,7 @@ class StepGradientsProbe(Probe):
         super().__init__(ctx)
         self._params = list(ctx.layout.trainable) if ctx.per_step_gradients else []
         self._steps, self._norms = Series(), Series()
+        self._recent = deque(maxlen=SPIKE_HISTORY)   # the last finite norms, for spikes
         self._latest = {}
         self._queued = None
 
@@ -50,7 +54,9 @@ class StepGradientsProbe(Probe):
         if self.ctx.sample is not None:   # with the sampled step's one transfer
             self._queued = (step, names, norms)
             return False
-        (values,) = self.ctx.kernels.gather([norms])
+        values = (norms.tolist() if self.ctx.backend.is_tensor(norms)
+                  and self.ctx.backend.on_host(norms)
+                  else self.ctx.kernels.gather([norms])[0])
         return self._record(step, names, values)
 
     def contribute(self):
@@ -63,17 +69,20 @@ class StepGradientsProbe(Probe):
     def _record(self, step, names, values):
         """Keep the step's norms; True when the check should run now (a NaN/inf gradient
         outside loss scaling, or a norm far above the recent median)."""
-        values = np.asarray(values, dtype=np.float64).reshape(-1)
-        total = float(np.sqrt(np.sum(values ** 2)))
-        history = self._norms.values[-SPIKE_HISTORY:]
+        values = [float(v) for v in np.asarray(values).reshape(-1)]
+        total = math.sqrt(math.fsum(v * v for v in values))   # float64: no overflow
         self._steps.append(step)
         self._norms.append(total)
-        self._latest = dict(zip(names, values.tolist()))
-        if not np.isfinite(total):
+        self._latest = dict(zip(names, values))
+        if not math.isfinite(total):
             return not self.ctx.loss_scaling
-        history = history[np.isfinite(history)]
-        return (history.size >= SPIKE_MIN_HISTORY
-                and total > self.ctx.thresholds.gradient_growth * float(np.median(history)))
+        recent = self._recent
+        factor = self.ctx.thresholds.gradient_growth
+        # the median only when the smallest recent norm leaves room for a spike (rarely)
+        spike = (len(recent) >= SPIKE_MIN_HISTORY and total > factor * min(recent)
+                 and total > factor * statistics.median(recent))
+        recent.append(total)
+        return spike
 
     def view_fields(self):
         if not self._params or self._norms.values.size == 0:

@@ -73,7 +73,8 @@ class TorchKernels(Kernels):
     def loss_scale(self, scaler):
         if not scaler.is_enabled():
             return None
-        return scaler._get_scale_async()   # the tensor scale() multiplies by (torch >= 2.3)
+        read = getattr(scaler, "_get_scale_async", None)   # the tensor scale() multiplies by
+        return read() if read is not None else getattr(scaler, "_scale", None)
 
     def weight_sample(self, param, *, into=None):
         entries = self._sampled(param)

@@ -3,7 +3,6 @@ the log's rule, a plateau-then-learn run, the callbacks, the JSONL sink and the 
 import json
 import math
 
-import numpy as np
 import pytest
 
 from diagnostics import DiagnosticsError, Finding, Monitor

@@ -7,9 +7,10 @@ same machine load); a ratio is the median block time over the median block time 
 monitor, by the wall clock (the process CPU time is printed beside it: steadier when other
 work shares the cores). A fourth loop, "bare statistics", computes the same activation and
 gradient reductions in plain hooks with nothing else (no transfer, records, checks or update
-sizes): the floor under every=1, whatever the bookkeeping costs. Budget (issue 4): <= 1.15 at
-every=1, <= 1.05 at the default. The last two lines are the every=1 ratio and, last, the
-default's.
+sizes): the floor under every=1, whatever the bookkeeping costs. A fifth loop is the default
+with the opt-in per-step tier (``per_step_gradients=True``: the gradient norm at every step);
+its cost over the default is printed. Budget (issue 4): <= 1.15 at every=1, <= 1.05 at the
+default. The last two lines are the every=1 ratio and, last, the default's.
 """
 import argparse
 import statistics
@@ -29,10 +30,10 @@ def _mlp(seed):
                                torch.nn.Linear(512, 10))
 
 
-def _loop(seed, every):
+def _loop(seed, every, **options):
     model = _mlp(seed)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    monitor = None if every is None else Monitor(model, optimizer, every=every)
+    monitor = None if every is None else Monitor(model, optimizer, every=every, **options)
     return model, optimizer, monitor
 
 
@@ -92,7 +93,10 @@ def main():
                 torch.randint(0, 10, (128,), generator=generator))
                for _ in range(DEFAULT_EVERY)]
     loops = {"no monitor": _loop(0, None), "bare statistics": _bare_loop(0),
-             "every=1": _loop(0, 1), f"every={DEFAULT_EVERY} (default)": _loop(0, DEFAULT_EVERY)}
+             "every=1": _loop(0, 1),
+             f"every={DEFAULT_EVERY}, per_step_gradients=True": _loop(
+                 0, DEFAULT_EVERY, per_step_gradients=True),
+             f"every={DEFAULT_EVERY} (default)": _loop(0, DEFAULT_EVERY)}
     times = {name: [] for name in loops}
     for loop in loops.values():   # warm-up, and the monitors' first two sampled steps
         _block(loop, batches)
@@ -115,7 +119,10 @@ def main():
         label = name if name == "bare statistics" else f"Monitor({name})"
         print(f"{label}: {wall[name] / DEFAULT_EVERY * 1e3:.3f} ms per step, "
               f"ratio {wall[name] / wall[base]:.3f} (CPU-time ratio {cpu[name] / cpu[base]:.3f})")
-    default = list(loops)[-1]
+    default, tier = list(loops)[-1], list(loops)[-2]
+    print(f"per-step tier: {(wall[tier] - wall[default]) / DEFAULT_EVERY * 1e6:.0f} us per "
+          f"step over the default, ratio {wall[tier] / wall[default]:.3f} of the default "
+          f"(CPU-time ratio {cpu[tier] / cpu[default]:.3f})")
     print(f"every=1 ratio: {wall['every=1'] / wall[base]:.3f}")
     print(f"{wall[default] / wall[base]:.3f}")
 

@@ -39,12 +39,19 @@ CODES = {
     "TRAINING_IN_EVAL_MODE": "training steps taken with dropout and batch norm in eval mode",
     "PROBABILITIES_AS_LOGITS": "probabilities fed to a loss that expects logits or "
                                "log-probabilities",
+    "AMP_OVERFLOW": "fp16 gradients overflow: the GradScaler keeps skipping steps",
 }
 
 
 @dataclass(frozen=True)
 class Finding:
-    """A diagnosis: what (``code``), how bad, where, in words, what to try, and the numbers."""
+    """A diagnosis: what (``code``), how bad, where, in words, what to try, and the numbers.
+
+    A training Monitor also says when: ``first_step`` and ``last_step`` the condition was seen
+    (the steps whose checks found it), and ``resolved_at``, the step from which it no longer
+    held (None while it holds). These do not take part in equality: the same diagnosis seen
+    at other steps is the same finding.
+    """
 
     code: str
     severity: str
@@ -52,6 +59,9 @@ class Finding:
     message: str
     suggestion: str = ""
     evidence: dict = field(default_factory=dict)
+    first_step: int | None = field(default=None, compare=False)
+    last_step: int | None = field(default=None, compare=False)
+    resolved_at: int | None = field(default=None, compare=False)
 
     def __post_init__(self):
         if self.code not in CODES:
@@ -60,10 +70,17 @@ class Finding:
             raise ValueError(f"Finding.severity: expected one of {SEVERITIES}, "
                              f"got {self.severity!r}")
 
+    @property
+    def resolved(self):
+        """True once the condition stopped holding (a Monitor's history keeps it)."""
+        return self.resolved_at is not None
+
     def to_dict(self):
+        steps = {name: getattr(self, name) for name in ("first_step", "last_step", "resolved_at")
+                 if getattr(self, name) is not None}
         return to_jsonable({"code": self.code, "severity": self.severity,
                             "location": self.location, "message": self.message,
-                            "suggestion": self.suggestion, "evidence": self.evidence})
+                            "suggestion": self.suggestion, "evidence": self.evidence, **steps})
 
     def __str__(self):
         where = f" at {self.location}" if self.location else ""

@@ -73,11 +73,8 @@ ENTRIES = (
           buggy=lambda: _clipping(True), fixed=lambda: _clipping(False),
           tool="monitor", codes=(),
           expected="none yet: clipping applied to scaled gradients (Monitor)",
-          status="symptom: EXPLODING_GRADIENTS (the Monitor reads the gradients while they "
-                 "are still multiplied by the GradScaler's 65536, so it reports them as huge "
-                 "instead of the clipping that makes every update tiny)",
-          fixed_status="false alarm: EXPLODING_GRADIENTS (the same reading on the correct "
-                       "loop: the Monitor does not know the GradScaler's scale)"),
+          status="symptom: EXPLODING_GRADIENTS (huge gradient norms are reported, not the "
+                 "clipping of still-scaled gradients that makes every update tiny)"),
     Entry(name="adam_eps_underflows_in_half",
           source="afiaka87/glide-finetune#5; pytorch/pytorch#8860",
           category="mixed precision",

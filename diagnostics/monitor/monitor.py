@@ -4,13 +4,13 @@ from collections import deque
 
 from ..backends import get_backend
 from ..errors import DiagnosticsError, require
-from ..findings import SEVERITIES
 from ..outputs import check_selector
-from .checks import FULL_CHECK_STEPS, run_checks
+from .checks import FULL_CHECK_STEPS, run_each
 from .collector import Collector
 from .history import History, columns_for
 from .kernels import kernels_for
 from .layout import Layout, learning_rates
+from .lifecycle import FindingLog
 from .probes import PROBES, Context, Probe
 from .records import Sample
 from .report import MonitorReport
@@ -41,11 +41,25 @@ class Monitor:
     training step of a small MLP (``every=1`` runs 1.9x slower, the reductions alone 1.4-1.5x),
     so sample sparsely (the default 50: 1.03-1.05x) unless you are chasing a transient.
 
-    Checks look back over the last ``window`` sampled steps. ``on_finding(finding)`` is called
-    once per new finding (and again if its severity rises); ``sinks`` receive one row per
-    sampled step. ``output`` says which entry of a dict, tuple or dataclass output is the
-    logits (a key, a position or a callable), as in the tools; by default the rule of
-    ``diagnostics.outputs`` decides.
+    Checks look back over the last ``window`` sampled steps. Each finding records the step it
+    was first and last seen; once its check has run at three later steps without finding it
+    again, it is resolved (``resolved_at``): kept in ``resolved``, out of ``findings`` and of
+    the verdict. ``on_finding(finding)`` is called once per new finding (and again if its
+    severity rises), ``on_resolved(finding)`` once per resolved one; ``sinks`` receive one row
+    per sampled step, and those with a ``write_finding`` method both transitions. ``output``
+    says which entry of a dict, tuple or dataclass output is the logits (a key, a position or a
+    callable), as in the tools; by default the rule of ``diagnostics.outputs`` decides.
+
+    Mixed precision: pass the ``scaler`` (a ``torch.amp.GradScaler``) and call ``step`` after
+    ``scaler.update()``: gradients are then judged divided by the loss scale, as the
+    optimizer applies them, and the scaler's skipped steps are counted. Without it, fp16
+    autocast is recognised, non-finite gradients count as skipped steps and gradient norms,
+    scaled by an unknown factor, are judged only by their growth.
+
+    ``per_step_gradients=True`` adds the per-step tier: the norm of every ``.grad`` at every
+    ``step``, so a NaN/inf gradient or a one-step spike of the norm is reported at the step it
+    happens (one more pass over the gradients per step; ``benchmarks/monitor_overhead.py``
+    prints its cost).
     Each signal is a probe (``monitor.probes``); the Monitor schedules the sampled steps,
     runs their one transfer, runs the checks, keeps the findings and feeds the sinks.
     The Monitor never changes the model, the optimizer or any random generator; ``close()``
@@ -53,13 +67,19 @@ class Monitor:
     """
 
     def __init__(self, model, optimizer=None, *, every=DEFAULT_EVERY, window=DEFAULT_WINDOW,
-                 sinks=(), on_finding=None, thresholds=None, output=None):
+                 sinks=(), on_finding=None, on_resolved=None, thresholds=None, scaler=None,
+                 per_step_gradients=False, output=None):
         backend = get_backend(model)
         check_selector(output)
         _require_count(every, "every", 1)
         _require_count(window, "window", 2)
         require(on_finding is None or callable(on_finding), "on_finding",
                 "a callable taking a Finding, or None", type(on_finding).__name__)
+        require(on_resolved is None or callable(on_resolved), "on_resolved",
+                "a callable taking a Finding, or None", type(on_resolved).__name__)
+        _require_scaler(scaler, backend)
+        require(isinstance(per_step_gradients, bool), "per_step_gradients", "True or False",
+                repr(per_step_gradients))
         require(thresholds is None or isinstance(thresholds, Thresholds), "thresholds",
                 "a diagnostics.monitor.Thresholds or None", type(thresholds).__name__)
         sinks = _checked_sinks(sinks)
@@ -73,6 +93,7 @@ class Monitor:
         self._ctx = Context(backend=backend, kernels=kernels, layout=layout,
                             collector=self._collector, history=None,
                             thresholds=self.thresholds, window=window, optimizer=optimizer,
+                            scaler=scaler, per_step_gradients=per_step_gradients,
                             output=output)
         self._probes = [probe(self._ctx) for probe in PROBES]
         columns = columns_for(layout, learning_rate=bool(learning_rates(optimizer)))
@@ -82,8 +103,8 @@ class Monitor:
         self._forward_probes = _overriding(self._probes, "on_forward")
         self._begin_probes = _overriding(self._probes, "begin")
         self._samples = deque(maxlen=window)
-        self._findings = {}
-        self._on_finding = on_finding
+        self._log = FindingLog()
+        self._on_finding, self._on_resolved = on_finding, on_resolved
         self._last_full_check = None
         self._sampled_hooks = []
         self._closed = False
@@ -128,13 +149,18 @@ class Monitor:
             extra.update(probe.report_fields())
         return MonitorReport.build(
             view=view, history=self._history, findings=self.findings,
-            backend=self._backend.name, model_type=self._layout.root_type, **extra)
+            resolved=self.resolved, backend=self._backend.name,
+            model_type=self._layout.root_type, **extra)
 
     @property
     def findings(self):
-        """Findings so far, errors first, then in the order they were found."""
-        rank = {severity: i for i, severity in enumerate(reversed(SEVERITIES))}
-        return sorted(self._findings.values(), key=lambda f: rank[f.severity])
+        """The findings that hold, errors first, then in the order they were found."""
+        return self._log.active
+
+    @property
+    def resolved(self):
+        """Findings that stopped holding, in the order they were resolved."""
+        return self._log.resolved
 
     @property
     def history(self):
@@ -241,15 +267,15 @@ class Monitor:
                           thresholds=self.thresholds, **fields)
 
     def _run_checks(self, view, *, urgent_only=False):
-        rank = {severity: i for i, severity in enumerate(SEVERITIES)}
-        for finding in run_checks(view, urgent_only=urgent_only):
-            key = (finding.code, finding.location)
-            known = self._findings.get(key)
-            if known is not None and rank[finding.severity] <= rank[known.severity]:
-                continue
-            self._findings[key] = finding
-            if self._on_finding is not None:
-                self._on_finding(finding)
+        step = self._history.steps - 1   # the iteration that just ended
+        for finding in self._log.update(step, run_each(view, urgent_only=urgent_only)):
+            for sink in self._sinks:
+                write = getattr(sink, "write_finding", None)
+                if write is not None:
+                    write(finding)
+            callback = self._on_resolved if finding.resolved else self._on_finding
+            if callback is not None:
+                callback(finding)
 
     def _histograms(self):
         backend, arrays = self._backend, {}
@@ -268,6 +294,15 @@ def _overriding(probes, method):
 def _require_count(value, argument, minimum):
     require(isinstance(value, numbers.Integral) and not isinstance(value, bool)
             and value >= minimum, argument, f"an integer >= {minimum}", repr(value))
+
+
+def _require_scaler(scaler, backend):
+    if scaler is None:
+        return
+    amp = getattr(getattr(backend, "torch", None), "amp", None)
+    require(backend.name == "torch" and isinstance(scaler, amp.GradScaler), "scaler",
+            "a torch.amp.GradScaler (the one whose scale(loss) you call backward on) or None",
+            type(scaler).__name__)
 
 
 def _checked_sinks(sinks):

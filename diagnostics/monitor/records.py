@@ -109,8 +109,19 @@ class GradientRecord:
         return cls(count, squares, abs_total, abs_max, np.asarray(largest))
 
     @property
+    def norm_squared(self):
+        """The sum of squares, on the host in float64. When the device's float32 sum overflowed
+        although every element is finite (a huge loss scale), the bound
+        ``max|g| * sum|g| >= sum g**2`` stands in for it: large, but never inf or NaN."""
+        if math.isfinite(self.squares) or not self.finite:
+            return self.squares if self.squares >= 0 else math.nan
+        if math.isfinite(self.abs_total):
+            return self.abs_max * self.abs_total
+        return self.abs_max * self.abs_max * self.count
+
+    @property
     def norm(self):
-        return math.sqrt(self.squares) if self.squares >= 0 else math.nan
+        return math.sqrt(self.norm_squared) if self.norm_squared >= 0 else math.nan
 
     @property
     def rms(self):
@@ -122,7 +133,8 @@ class GradientRecord:
 
     @property
     def finite(self):
-        return math.isfinite(self.squares) and math.isfinite(self.abs_max)
+        """No element is NaN or inf (the largest |g| is finite: a NaN or inf would be it)."""
+        return math.isfinite(self.abs_max)
 
 
 @dataclass
@@ -153,13 +165,29 @@ class Sample:
     gradients: dict = field(default_factory=dict)     # parameter name -> GradientRecord
     stale: dict = field(default_factory=dict)         # parameter name -> GradientRecord left over
     updates: dict = field(default_factory=dict)       # parameter name -> UpdateRecord
+    loss_scaled: bool = False          # the backward ran on a scaled loss (GradScaler, or fp16
+                                       # autocast seen)
+    loss_scale: float | None = None    # the GradScaler's scale, divided out of the gradients
 
     @cached_property
     def gradient_norm(self):
-        """Norm of all parameters' gradients together (read once the sample is complete)."""
+        """Norm of all parameters' gradients together (read once the sample is complete),
+        summed in float64 from each parameter's own sum."""
         if not self.gradients:
             return math.nan
-        return math.sqrt(sum(g.squares for g in self.gradients.values()))
+        return math.sqrt(sum(g.norm_squared for g in self.gradients.values()))
+
+    @property
+    def skipped(self):
+        """A loss-scaled step whose gradients hold inf or NaN: the GradScaler skips it (no
+        optimizer step) and lowers its scale, the normal way it finds its scale."""
+        return self.loss_scaled and any(not g.finite for g in self.gradients.values())
+
+    @property
+    def scale_unknown(self):
+        """Gradients of a scaled loss whose scale the Monitor was not given: their size means
+        nothing on its own."""
+        return self.loss_scaled and self.loss_scale is None
 
     def add_activation(self, name, record):
         previous = self.activations.get(name)

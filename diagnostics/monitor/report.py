@@ -41,7 +41,10 @@ class ParameterSummary:
 
 @dataclass(frozen=True)
 class MonitorReport:
-    """Findings first; then loss, input, per-layer and per-parameter statistics; then history."""
+    """Findings first; then loss, input, per-layer and per-parameter statistics; then history.
+
+    ``findings`` are those that hold at the end (the verdict); ``resolved`` those that held for
+    a while and then stopped, with the steps they were seen."""
 
     findings: list
     steps: int
@@ -55,11 +58,16 @@ class MonitorReport:
     layers: list = field(default_factory=list)
     parameters: list = field(default_factory=list)
     history: object = field(default=None, repr=False, compare=False)
+    resolved: list = field(default_factory=list)
+    mixed_precision: dict = field(default_factory=dict)
 
     @classmethod
-    def build(cls, *, view, history, findings, backend, model_type, last_updates):
+    def build(cls, *, view, history, findings, backend, model_type, last_updates,
+              resolved=(), mixed_precision=None):
         return cls(
-            findings=list(findings), steps=history.steps, sampled_steps=len(history),
+            findings=list(findings), resolved=list(resolved),
+            mixed_precision=dict(mixed_precision or {}),
+            steps=history.steps, sampled_steps=len(history),
             every=view.every, window=len(view.samples), backend=backend,
             model_type=model_type, loss=_loss_summary(view), input=_input_summary(view),
             layers=_layer_summaries(view), parameters=_parameter_summaries(view, last_updates),
@@ -77,6 +85,8 @@ class MonitorReport:
     def to_dict(self):
         return to_jsonable({
             "findings": [f.to_dict() for f in self.findings],
+            "resolved": [f.to_dict() for f in self.resolved],
+            "mixed_precision": self.mixed_precision,
             "steps": self.steps, "sampled_steps": self.sampled_steps, "every": self.every,
             "window": self.window, "backend": self.backend, "model_type": self.model_type,
             "loss": self.loss, "input": self.input,
@@ -95,8 +105,11 @@ class MonitorReport:
     def __str__(self):
         lines = [f"gradhunt Monitor: {self.backend} {self.model_type}, {self.steps} steps, "
                  f"{self.sampled_steps} sampled (every {self.every})"]
-        lines += _loss_lines(self.loss) + _input_lines(self.input) + [""]
+        lines += _loss_lines(self.loss) + _input_lines(self.input)
+        lines += _mixed_precision_lines(self.mixed_precision) + [""]
         lines += _finding_lines(self.findings, self.steps) + [""]
+        if self.resolved:
+            lines += _resolved_lines(self.resolved) + [""]
         lines += _layer_lines(self.layers) + [""] + _parameter_lines(self.parameters)
         return "\n".join(lines)
 
@@ -193,6 +206,37 @@ def _input_lines(summary):
             f"[{summary['min']:.4g}, {summary['max']:.4g}]"]
 
 
+def _mixed_precision_lines(amp):
+    if not amp:
+        return []
+    text = f"mixed precision: {amp['kind']}"
+    if amp.get("scale") is not None:
+        text += f", loss scale {amp['scale']:.4g} (lowest {amp['lowest_scale']:.4g})"
+    if amp.get("skipped_steps") is not None:
+        text += (f", {amp['skipped_steps']} of {amp['counted_steps']} "
+                 f"{'' if amp.get('scale') is not None else 'sampled '}steps skipped")
+    return [text]
+
+
+def _steps(finding):
+    if finding.first_step is None:
+        return ""
+    if finding.first_step == finding.last_step:
+        return f" (step {finding.first_step})"
+    return f" (steps {finding.first_step}-{finding.last_step})"
+
+
+def _resolved_lines(findings):
+    lines = [f"{len(findings)} resolved (held for a while, then stopped; not in the verdict):"]
+    for finding in findings:
+        where = f" at {display_name(finding.location)}" if finding.location is not None else ""
+        lines.append(f"  [{finding.severity}] {finding.code}{where}{_steps(finding)}, resolved "
+                     f"at step {finding.resolved_at}")
+        lines += textwrap.wrap(finding.message, _WIDTH, initial_indent="      ",
+                               subsequent_indent="      ")
+    return lines
+
+
 def _finding_lines(findings, steps):
     if not findings:
         return [f"no findings: nothing looked wrong in {steps} steps"]
@@ -201,7 +245,7 @@ def _finding_lines(findings, steps):
     lines = [f"{len(findings)} finding{'s' if len(findings) > 1 else ''} ({tally}):"]
     for finding in findings:
         where = f" at {display_name(finding.location)}" if finding.location is not None else ""
-        lines.append(f"  [{finding.severity}] {finding.code}{where}")
+        lines.append(f"  [{finding.severity}] {finding.code}{where}{_steps(finding)}")
         lines += textwrap.wrap(finding.message, _WIDTH, initial_indent="      ",
                                subsequent_indent="      ")
         if finding.suggestion:

@@ -4,7 +4,8 @@ A sink gets ``open(columns)`` once (the columns never change during a run), then
 ``write(row, histograms)`` for each sampled step, and ``close()`` when the Monitor closes.
 ``row`` maps column names to numbers (NaN where a value is missing); ``histograms`` maps
 names to NumPy arrays of weights and gradients, and is only built for sinks that set
-``wants_histograms``.
+``wants_histograms``. A sink with a ``write_finding(finding)`` method also gets each finding
+when it is found (or its severity rises) and again when it is resolved (``finding.resolved``).
 """
 import csv
 import json
@@ -55,7 +56,8 @@ class CSVSink(Sink):
 
 class JSONLSink(Sink):
     """One JSON object per line and per sampled step, with every column as a key (null where a
-    value is missing or not finite)."""
+    value is missing or not finite); and one line per finding transition, told apart by its
+    ``"event"`` key: ``"found"`` or ``"resolved"``, with the finding's fields (``to_dict``)."""
 
     def __init__(self, path):
         self.path = _writable_path(path, "JSONLSink(path)")
@@ -68,6 +70,11 @@ class JSONLSink(Sink):
     def write(self, row, histograms=None):
         record = {column: _number(column, row.get(column)) for column in self.columns}
         self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+
+    def write_finding(self, finding):
+        event = "resolved" if finding.resolved else "found"
+        self._file.write(json.dumps({"event": event, **finding.to_dict()}) + "\n")
         self._file.flush()
 
     def close(self):

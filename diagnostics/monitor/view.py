@@ -140,8 +140,9 @@ class WindowView:
     # -------------------------------------------------------------- gradients
     @property
     def backward_samples(self):
-        """Samples whose iteration ran a backward pass."""
-        return [s for s in self.samples if s.gradients]
+        """Samples whose iteration ran a backward pass, less the steps a GradScaler skipped
+        (their inf/NaN gradients are how it finds its scale; ``Sample.skipped``)."""
+        return [s for s in self.samples if s.gradients and not s.skipped]
 
     def gradient_rms(self, param_name):
         """Median RMS of a parameter's gradient in the recent samples; None without one."""
@@ -156,6 +157,8 @@ class WindowView:
     def _gradient_rms(self):
         values = {}
         for sample in self.recent:
+            if sample.skipped:
+                continue
             for name, record in sample.gradients.items():
                 values.setdefault(name, []).append(record.rms)
         return {name: statistics.median(rms) for name, rms in values.items()}

@@ -457,10 +457,12 @@ def _training_steps(run):
                  output=run.batch.selector) as monitor:
         for _ in range(TRAIN_STEPS):
             monitor.step(_one_step(run, optimizer))
-        findings = monitor.report().findings
+        report = monitor.report()
+    findings = report.findings
+    skipped = report.mixed_precision.get("skipped_steps", 0)
     after = _measured_loss(run, state)
     run.facts["watched"] = findings
-    return _loss_trend(run, before, after, findings)
+    return _loss_trend(run, before, after, findings, skipped)
 
 
 def _one_step(run, optimizer):
@@ -485,13 +487,18 @@ def _measured_loss(run, rng):
     return run.backend.scalar(loss)
 
 
-def _loss_trend(run, before, after, findings):
+def _loss_trend(run, before, after, findings, skipped=0):
     how = "train_step" if run.train_step is not None else "plain steps"
     summary = f"loss {before:.4g} -> {after:.4g} after {TRAIN_STEPS} {how}"
     others = [f for f in findings if f.code not in ACTIVATION_CODES + FLOW_CODES
               + ("STALE_GRADIENTS", "PARAMS_NOT_UPDATING")]
     if math.isfinite(after) and after < before:
         return CheckItem("training steps", _status(others), summary, others)
+    if skipped >= TRAIN_STEPS and after == before:   # a GradScaler still finding its scale
+        return CheckItem("training steps", SKIP if not others else _status(others),
+                         f"{summary}: the GradScaler skipped all {skipped} steps (inf/NaN "
+                         f"fp16 gradients while its scale comes down), nothing to judge",
+                         others)
     if not math.isfinite(after) or after > before:
         code, message = "LOSS_DIVERGING", f"the loss rose from {before:.4g} to {after:.4g}"
         hint = "lower the learning rate; check the sign of the loss and of the update"

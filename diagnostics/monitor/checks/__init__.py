@@ -4,20 +4,28 @@
 gradients: the alerts that should not wait); the others run at most every ``FULL_CHECK_STEPS``
 steps and on every ``report()``.
 """
-from . import (activations, gradients, graph, inputs, loss, modes, probabilities,
-               training_mode, updates)
+from . import (activations, gradients, graph, inputs, loss, mixed_precision, modes,
+               probabilities, step_gradients, training_mode, updates)
 
 FULL_CHECK_STEPS = 50
 
-URGENT = (loss.nan_loss, gradients.stale_gradients, gradients.exploding_gradients)
+URGENT = (loss.nan_loss, gradients.stale_gradients, gradients.exploding_gradients,
+          mixed_precision.amp_overflow, step_gradients.gradient_spike)
 
 CHECKS = (loss.CHECKS + gradients.CHECKS + updates.CHECKS + activations.CHECKS + inputs.CHECKS
-          + modes.CHECKS + graph.CHECKS + training_mode.CHECKS + probabilities.CHECKS)
+          + modes.CHECKS + graph.CHECKS + training_mode.CHECKS + probabilities.CHECKS
+          + mixed_precision.CHECKS + step_gradients.CHECKS)
 
 
 def run_checks(view, *, urgent_only=False):
     """The findings of every check (or of the urgent ones) for ``view``."""
-    return [finding for check in (URGENT if urgent_only else CHECKS) for finding in check(view)]
+    return [finding for _, found in run_each(view, urgent_only=urgent_only) for finding in found]
 
 
-__all__ = ["CHECKS", "URGENT", "FULL_CHECK_STEPS", "run_checks"]
+def run_each(view, *, urgent_only=False):
+    """``[(check, its findings)]`` for every check that ran: a check that ran and found
+    nothing is the evidence that its earlier findings stopped holding."""
+    return [(check, check(view)) for check in (URGENT if urgent_only else CHECKS)]
+
+
+__all__ = ["CHECKS", "URGENT", "FULL_CHECK_STEPS", "run_checks", "run_each"]

@@ -34,13 +34,15 @@ def vanishing_gradients(view):
 
 def exploding_gradients(view):
     """Checked on every sampled step, on the latest: NaN/inf in a gradient, or a total norm
-    above ``gradient_norm``."""
+    above ``gradient_norm``. A step a GradScaler skipped is not one (``backward_samples``
+    leaves it out; AMP_OVERFLOW judges the skipping), and gradients scaled by a factor the
+    Monitor was not given have no absolute size to judge."""
     samples = view.backward_samples
     if not samples or samples[-1] is not view.samples[-1]:
         return []
     sample = samples[-1]
     if all(g.finite for g in sample.gradients.values()):
-        if sample.gradient_norm <= view.thresholds.gradient_norm:
+        if sample.scale_unknown or sample.gradient_norm <= view.thresholds.gradient_norm:
             return []
         return _exploding(view, sample, f"is above {view.thresholds.gradient_norm:g}")
     broken = [p for p in view.layout.trainable

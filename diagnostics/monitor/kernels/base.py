@@ -32,9 +32,27 @@ class Kernels(ABC):
         non-floating tensor, or one with fewer than 2 columns."""
 
     @abstractmethod
-    def gradient_statistics(self, grad, *, per_unit=False):
+    def gradient_statistics(self, grad, *, per_unit=False, inv_scale=None):
         """``(sum of squares, sum of |g|, max |g|)``; with ``per_unit`` the last is per row
-        (dim 0: a layer's output unit; for a bias, each entry's |g|)."""
+        (dim 0: a layer's output unit; for a bias, each entry's |g|). With ``inv_scale`` (a
+        0-d tensor: a GradScaler's 1 / scale) the statistics are those of ``grad * inv_scale``,
+        the gradient the optimizer will apply, taken before squaring so that a large scale
+        cannot overflow them."""
+
+    @abstractmethod
+    def gradient_norms(self, grads):
+        """The 2-norm of each of ``grads`` (a list of gradients), as one 1-d result on their
+        device; a NaN or inf element makes its norm NaN or inf."""
+
+    def autocast_dtype(self, tensor):
+        """The dtype name autocast computes in on ``tensor``'s device ("float16",
+        "bfloat16"), or None when autocast is off (or the framework has none)."""
+        return None
+
+    def loss_scale(self, scaler):
+        """A GradScaler's current scale as a 0-d tensor on its device (no synchronisation), or
+        None while it is disabled or before its first ``scale()``."""
+        return None
 
     @abstractmethod
     def weight_sample(self, param, *, into=None):

@@ -16,6 +16,8 @@ class MinigradKernels(Kernels):
         x = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)
         if x.size == 0 or not np.issubdtype(x.dtype, np.floating):
             return None
+        if x.dtype == np.float16:   # its sums of squares overflow at 256
+            x = x.astype(np.float32)
         flat = x.reshape(-1)
         if x.ndim < 2:
             unit_max, unit_min = flat.max(keepdims=True), flat.min(keepdims=True)
@@ -40,16 +42,25 @@ class MinigradKernels(Kernels):
             log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
             return np.float64(-(np.exp(log_p) * log_p).sum(axis=-1).mean())
 
-    def gradient_statistics(self, grad, *, per_unit=False):
+    def gradient_statistics(self, grad, *, per_unit=False, inv_scale=None):
         flat = np.asarray(getattr(grad, "data", grad)).reshape(-1)
         if flat.size == 0:
             return (np.float64(0),) * 3
+        if flat.dtype == np.float16:   # its sums overflow
+            flat = flat.astype(np.float32)
+        if inv_scale is not None:
+            flat = flat * np.asarray(inv_scale, dtype=flat.dtype)
         magnitude = np.abs(flat)
         rows = np.shape(getattr(grad, "data", grad))
         with np.errstate(over="ignore", invalid="ignore"):
             largest = (magnitude.reshape(rows[0], -1).max(axis=1) if per_unit and rows
                        else magnitude.max())
             return (np.dot(flat, flat), magnitude.sum(), largest)
+
+    def gradient_norms(self, grads):
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.array([np.linalg.norm(np.asarray(getattr(g, "data", g), dtype=np.float64))
+                             for g in grads])
 
     def weight_sample(self, param, *, into=None):
         entries = self._sampled(param)

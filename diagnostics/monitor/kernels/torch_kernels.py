@@ -38,10 +38,13 @@ class TorchKernels(Kernels):
         log_p = self.torch.log_softmax(self._reducible(x), dim=-1)
         return -(log_p.exp() * log_p).sum(dim=-1).mean()
 
-    def gradient_statistics(self, grad, *, per_unit=False):
+    def gradient_statistics(self, grad, *, per_unit=False, inv_scale=None):
         flat = self._reducible(grad.detach()).reshape(-1)
         if flat.numel() == 0:
             return (flat.new_zeros(()),) * 3
+        if inv_scale is not None:   # as GradScaler.unscale_ does: multiply by 1 / scale
+            flat = self.torch.mul(flat, inv_scale.to(flat.device, non_blocking=True),
+                                  out=self._scratch(flat, slot=1))
         magnitude = self.torch.abs(flat, out=self._scratch(flat))
         if not per_unit or grad.dim() == 0:
             largest = magnitude.amax()
@@ -50,6 +53,28 @@ class TorchKernels(Kernels):
         else:
             largest = magnitude.view(grad.shape[0], -1).amax(dim=1)
         return (self.torch.dot(flat, flat), magnitude.sum(), largest)
+
+    def gradient_norms(self, grads):
+        torch = self.torch
+        device = grads[0].device
+        grads = [g.detach() if g.device == device else g.detach().to(device) for g in grads]
+        # one fused pass; norms in float32 also for half gradients (whose 65504 they pass)
+        return torch.stack(torch._foreach_norm(grads, 2, dtype=torch.float32))
+
+    def autocast_dtype(self, tensor):
+        torch, device = self.torch, tensor.device.type
+        try:
+            if not torch.is_autocast_enabled(device):
+                return None
+            return str(torch.get_autocast_dtype(device)).removeprefix("torch.")
+        except (RuntimeError, TypeError, AttributeError):   # a device type without autocast
+            return None
+
+    def loss_scale(self, scaler):
+        if not scaler.is_enabled():
+            return None
+        read = getattr(scaler, "_get_scale_async", None)   # the tensor scale() multiplies by
+        return read() if read is not None else getattr(scaler, "_scale", None)
 
     def weight_sample(self, param, *, into=None):
         entries = self._sampled(param)
@@ -94,9 +119,9 @@ class TorchKernels(Kernels):
     def release_scratch(self):
         self._scratch_buffers = {}
 
-    def _scratch(self, like):
+    def _scratch(self, like, *, slot=0):
         """A reusable buffer for elementwise temporaries (no allocation per statistic)."""
-        key = (like.dtype, like.device)
+        key = (like.dtype, like.device, slot)
         buffer = self._scratch_buffers.get(key)
         if buffer is None or buffer.numel() < like.numel():
             buffer = self._scratch_buffers[key] = self.torch.empty(like.numel(), dtype=like.dtype,

@@ -19,6 +19,8 @@ probe                     signal
                           gradient
 ``ModesProbe``            passes without gradients while modules are in training mode
 ``GraphProbe``            loss tensors held with their autograd graph
+``MixedPrecisionProbe``   autocast's dtype, a GradScaler's scale and its skipped steps
+``StepGradientsProbe``    opt-in: the gradient norm at every step (NaN/inf, spikes)
 ========================  ==================================================================
 
 How to add a signal (three files and a registration):
@@ -45,16 +47,19 @@ from .graph import GraphProbe
 from .inputs import InputsProbe
 from .learning_rate import LearningRateProbe
 from .loss import LossProbe
+from .mixed_precision import MixedPrecisionProbe
 from .modes import ModesProbe
 from .outputs import OutputsProbe
 from .probabilities import ProbabilitiesProbe
+from .step_gradients import StepGradientsProbe
 from .training_mode import TrainingModeProbe
 from .updates import UpdatesProbe
 
 PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsProbe,
           UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, TrainingModeProbe,
-          ProbabilitiesProbe)
+          ProbabilitiesProbe, MixedPrecisionProbe, StepGradientsProbe)
 
 __all__ = ["PROBES", "Context", "Probe", "ActivationsProbe", "GradientsProbe", "GraphProbe",
-           "InputsProbe", "LearningRateProbe", "LossProbe", "ModesProbe", "OutputsProbe",
-           "ProbabilitiesProbe", "TrainingModeProbe", "UpdatesProbe"]
+           "InputsProbe", "LearningRateProbe", "LossProbe", "MixedPrecisionProbe", "ModesProbe",
+           "OutputsProbe", "ProbabilitiesProbe", "StepGradientsProbe", "TrainingModeProbe",
+           "UpdatesProbe"]

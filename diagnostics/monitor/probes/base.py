@@ -15,6 +15,10 @@ class Context:
     window: int
     optimizer: object = None
     output: object = None  # ``Monitor(output=...)``: where the logits are (diagnostics.outputs)
+    scaler: object = None  # the torch.amp.GradScaler the Monitor was given, if any
+    loss_scaling: bool = False   # gradients may come from a scaled loss (a scaler was given,
+                                 # or fp16 autocast was seen): inf/NaN ones are skipped steps
+    per_step_gradients: bool = False   # the opt-in per-step tier (StepGradientsProbe)
     step: int = 0          # the iteration under way
     sample: object = None  # its ``Sample`` when it is sampled, else None
 

@@ -1,5 +1,9 @@
 """The first gradient each parameter gets in a sampled iteration, what ``.grad`` already held
-then, the norm over all parameters, and which weight rows get no gradient at all."""
+then, the norm over all parameters, and which weight rows get no gradient at all.
+
+With a GradScaler (``Monitor(scaler=...)``) the gradients that backward brings are scaled:
+their statistics are taken divided by the scale that backward used, as ``unscale_`` will
+divide them, so they are the gradients the optimizer applies."""
 import numpy as np
 
 from ..history import Series, gradient_columns
@@ -18,6 +22,7 @@ class GradientsProbe(Probe):
         self._per_unit = set(layout.unit_weights) | set(layout.unit_biases.values())
         self._columns = [(param, gradient_columns(param)) for param in layout.trainable]
         self._arrived = set()
+        self._unscale = None      # (1 / scale) of this iteration's backward, once known
 
     def attach(self):
         backend = self.ctx.backend
@@ -26,15 +31,29 @@ class GradientsProbe(Probe):
 
     def begin(self):
         self._arrived = set()
+        self._unscale = None
 
     def _hook(self, param):
         def hook(grad):
             sample = self.ctx.sample
             if sample is not None and param.name not in self._arrived:
+                if not self._arrived and self.ctx.scaler is not None:
+                    self._unscale = self._inverse_scale(sample)
                 self._arrived.add(param.name)
                 self._receive(sample, param, grad)
             return None
         return hook
+
+    def _inverse_scale(self, sample):
+        """1 / the GradScaler's scale now, during backward (what ``scale(loss)`` multiplied
+        by), computed as ``unscale_`` does; the scale itself is read at the sample's transfer."""
+        scale = self.ctx.kernels.loss_scale(self.ctx.scaler)
+        if scale is None:
+            return None
+        sample.loss_scaled = True
+        scale = scale.detach().clone()
+        self.ctx.collector.add([scale], lambda parts: setattr(sample, "loss_scale", parts[0]))
+        return scale.double().reciprocal().float()
 
     def _receive(self, sample, param, grad):
         """The gradient's statistics, and those of what ``.grad`` already held."""
@@ -47,7 +66,8 @@ class GradientsProbe(Probe):
         def receive_previous(parts):
             sample.stale[name] = GradientRecord.from_parts(count, parts)
 
-        collector.add(kernels.gradient_statistics(grad, per_unit=name in self._per_unit),
+        collector.add(kernels.gradient_statistics(grad, per_unit=name in self._per_unit,
+                                                  inv_scale=self._unscale),
                       receive_incoming)
         previous = param.tensor.grad
         if previous is not None:

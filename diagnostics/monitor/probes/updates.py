@@ -55,9 +55,11 @@ class UpdatesProbe(Probe):
         self.last[name] = record
 
     def finish(self, sample):
-        """Hand this iteration's weight copies to the measurement at the next model call."""
-        self._pending += [(sample, self._params[name], before)
-                          for name, before in self._arrivals.items()]
+        """Hand this iteration's weight copies to the measurement at the next model call
+        (none for a step the GradScaler skipped: the optimizer did not run)."""
+        if not sample.skipped:
+            self._pending += [(sample, self._params[name], before)
+                              for name, before in self._arrivals.items()]
         self._arrivals = {}
 
     def fill_row(self, row, sample, view):

@@ -852,30 +852,6 @@ SETUPS = {**(TORCH_SETUPS if torch is not None else {}), **MINIGRAD_SETUPS}
 # (setup, assertion) -> what goes wrong today, quoted. The tests mark each pair
 # xfail(strict=True): the fix that makes it pass must delete its entry.
 KNOWN_FALSE_ALARMS = {
-    ('amp_fp16_scaler', 'monitor'):
-        ('EXPLODING_GRADIENTS [warning] the total gradient norm is 2.556e+04 at step 0 and '
-         "is above 10000; the largest is 2.weight's (1.57e+04) (also: EXPLODING_GRADIENTS)"),
-    ('amp_fp16_scaler', 'preflight'):
-        ('EXPLODING_GRADIENTS [warning] the total gradient norm is 3.902e+04 at step 0 and '
-         "is above 10000; the largest is 4.weight's (2.47e+04)"),
-    ('amp_fp16_scaler_clip', 'monitor'):
-        ('EXPLODING_GRADIENTS [warning] the total gradient norm is 2.556e+04 at step 0 and '
-         "is above 10000; the largest is 2.weight's (1.57e+04) (also: EXPLODING_GRADIENTS)"),
-    ('amp_fp16_scaler_clip', 'preflight'):
-        ('EXPLODING_GRADIENTS [warning] the total gradient norm is 3.902e+04 at step 0 and '
-         "is above 10000; the largest is 4.weight's (2.47e+04)"),
-    ('amp_fp16_scaler_skips', 'monitor'):
-        ('EXPLODING_GRADIENTS [error] the gradient of 0.weight holds NaN or inf at step 0 '
-         '(6 parameters affected) (also: EXPLODING_GRADIENTS)'),
-    ('amp_fp16_scaler_skips', 'preflight'):
-        ('LOSS_PLATEAU [error] the loss did not move from 1.381 in 8 training steps (also: '
-         'EXPLODING_GRADIENTS)'),
-    ('transformer_warmup_plateau', 'monitor'):
-        ('LOSS_PLATEAU [warning] the loss has stayed at 0.6833 for the last 50 steps, 2.6% '
-         'below where it started (0.7015) (also: LOSS_AT_CHANCE)'),
-    ('multihead_attention', 'monitor'):
-        ('LOSS_PLATEAU [warning] the loss has stayed at 0.683 for the last 50 steps, 5.4% '
-         'below where it started (0.7216) (also: LOSS_AT_CHANCE)'),
     ('lstm_packed', 'find_lr'):
         ('CRASH TypeError: PackedRNN.forward() missing 1 required positional argument: '
          "'lengths'"),

@@ -35,6 +35,10 @@ CODES = {
     "CAUSALITY_LEAK": "a causal model's output at position t depends on later positions",
     "LABEL_RANGE": "targets use a class the output lacks, or never use one it has",
     "LABELS_SORTED": "training batches hold labels sorted by class (data not shuffled)",
+    "RANKS_DIVERGED": "parameters differ across the ranks of a distributed job",
+    "GRADIENTS_NOT_SYNCED": "gradients not averaged across ranks (not reduced, or summed)",
+    "SAME_BATCH_ON_RANKS": "every rank reads the same batches (no DistributedSampler)",
+    "RANK_STOPPED": "a rank of a distributed job stopped taking part (raised or hung)",
 }
 
 

@@ -7,10 +7,12 @@ from ..errors import DiagnosticsError, require
 from ..findings import SEVERITIES
 from .checks import FULL_CHECK_STEPS, run_checks
 from .collector import Collector
+from .distributed import SINKS_ON, RankExchange, process_group, unwrap
 from .history import History, columns_for
 from .kernels import kernels_for
 from .layout import Layout, learning_rates
 from .probes import PROBES, Context, Probe
+from .probes.ranks import RanksProbe
 from .records import Sample
 from .report import MonitorReport
 from .settings import DEFAULT_EVERY, DEFAULT_WINDOW, Thresholds
@@ -50,7 +52,9 @@ class Monitor:
     """
 
     def __init__(self, model, optimizer=None, *, every=DEFAULT_EVERY, window=DEFAULT_WINDOW,
-                 sinks=(), on_finding=None, thresholds=None):
+                 sinks=(), on_finding=None, thresholds=None, sinks_on="rank0",
+                 rank_timeout=300.0):
+        model = unwrap(model)
         backend = get_backend(model)
         _require_count(every, "every", 1)
         _require_count(window, "window", 2)
@@ -59,6 +63,10 @@ class Monitor:
         require(thresholds is None or isinstance(thresholds, Thresholds), "thresholds",
                 "a diagnostics.monitor.Thresholds or None", type(thresholds).__name__)
         sinks = _checked_sinks(sinks)
+        require(sinks_on in SINKS_ON, "sinks_on", f"one of {SINKS_ON}", repr(sinks_on))
+        require(isinstance(rank_timeout, numbers.Real) and not isinstance(rank_timeout, bool)
+                and rank_timeout > 0, "rank_timeout", "a positive number of seconds",
+                repr(rank_timeout))
         self.every, self.window = every, window
         self.thresholds = thresholds or Thresholds()
         self._backend = backend
@@ -69,7 +77,14 @@ class Monitor:
         self._ctx = Context(backend=backend, kernels=kernels, layout=layout,
                             collector=self._collector, history=None,
                             thresholds=self.thresholds, window=window, optimizer=optimizer)
-        self._probes = [probe(self._ctx) for probe in PROBES]
+        group = process_group()
+        self._probes = [probe(self._ctx) for probe in PROBES + ((RanksProbe,) if group else ())]
+        self._ranks = None
+        if group:   # a collective: every rank builds its Monitor
+            self._ranks = RankExchange(*group, [p.name for p in layout.trainable],
+                                       timeout=rank_timeout, window=window)
+            if sinks_on == "rank0" and group[0] != 0:
+                sinks = ()
         columns = columns_for(layout, learning_rate=bool(learning_rates(optimizer)))
         self._history = self._ctx.history = History(
             columns + [c for probe in self._probes for c in probe.columns()])
@@ -129,7 +144,8 @@ class Monitor:
     def findings(self):
         """Findings so far, errors first, then in the order they were found."""
         rank = {severity: i for i, severity in enumerate(reversed(SEVERITIES))}
-        return sorted(self._findings.values(), key=lambda f: rank[f.severity])
+        found = sorted(self._findings.values(), key=lambda f: rank[f.severity])
+        return found if self._ranks is None else self._ranks.merged(found)
 
     @property
     def history(self):
@@ -214,6 +230,8 @@ class Monitor:
         if due:
             self._last_full_check = sample.step
         self._run_checks(view, urgent_only=not due)
+        if self._ranks is not None:
+            self._exchange(sample.step)
         row = {"step": sample.step}
         for probe in self._probes:
             probe.fill_row(row, sample, view)
@@ -223,6 +241,12 @@ class Monitor:
                                                    for s in self._sinks) else None
             for sink in self._sinks:
                 sink.write(row, histograms)
+
+    def _exchange(self, step):
+        """This rank's fingerprints and findings to the other ranks, theirs here."""
+        fingerprints = self._probes[-1].last
+        local = list(self._findings.values())
+        self._ranks.exchange(step, fingerprints, local)
 
     def _view(self):
         fields, signals = {}, {}

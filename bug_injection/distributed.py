@@ -39,3 +39,15 @@ def rank_batches(features, targets, batch_size, *, rank, world, shard=True, seed
         return DataLoader(dataset, batch_size=batch_size, sampler=sampler)
     generator = torch.Generator().manual_seed(seed)
     return DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=generator)
+
+
+def rank_local_reset(model):
+    """The bug: a rank changes parameters on its own after DistributedDataParallel has
+    broadcast them (e.g. ``if rank == 0: reset the head`` or loading a checkpoint on rank 0
+    only, after wrapping): DDP never broadcasts parameters again, so the ranks train different
+    models from here on. Resets the last parameter of ``model`` to zeros in place."""
+    import torch
+
+    last = list(model.parameters())[-1]
+    with torch.no_grad():
+        last.zero_()

@@ -36,10 +36,11 @@ def job(name, **options):
     """A training job for ``launch``: ``sync`` ("ddp", "average", "sum" or "none"),
     ``watch`` ("wrapper": give the Monitor the DDP wrapper, or "module"), ``shard`` (a
     DistributedSampler), ``steps``, ``every``, ``nan_rank``/``nan_step`` (a NaN in that rank's
-    input), ``raise_rank``/``raise_step`` (that rank raises and leaves the job) and
-    ``rank_timeout`` (the Monitor's)."""
+    input), ``raise_rank``/``raise_step`` (that rank raises and leaves the job), ``reset_rank``/
+    ``reset_step`` (that rank resets a parameter on its own) and ``rank_timeout``."""
     spec = {"name": name, "sync": "ddp", "watch": "wrapper", "shard": True, "steps": 12,
             "every": 2, "nan_rank": None, "nan_step": 3, "raise_rank": None, "raise_step": 3,
+            "reset_rank": None, "reset_step": 3,
             "rank_timeout": 30.0}
     unknown = set(options) - set(spec)
     if unknown:
@@ -103,7 +104,8 @@ def _train(rank, world, spec):
     import torch
     from torch.nn.parallel import DistributedDataParallel
 
-    from bug_injection.distributed import all_reduce_gradients, rank_batches, summed_all_reduce
+    from bug_injection.distributed import (all_reduce_gradients, rank_batches, rank_local_reset,
+                                          summed_all_reduce)
     from diagnostics import Monitor
 
     model = _model()
@@ -117,7 +119,7 @@ def _train(rank, world, spec):
                  rank_timeout=spec["rank_timeout"]) as monitor:
         try:
             _loop(rank, spec, net, model, optimizer, loader, monitor,
-                  all_reduce_gradients, summed_all_reduce)
+                  (all_reduce_gradients, summed_all_reduce, rank_local_reset))
         except RuntimeError as error:
             if spec["raise_rank"] != rank:
                 raise
@@ -128,9 +130,10 @@ def _train(rank, world, spec):
             "seconds": time.perf_counter() - started, "raised": raised}
 
 
-def _loop(rank, spec, net, model, optimizer, loader, monitor, average, summed):
+def _loop(rank, spec, net, model, optimizer, loader, monitor, bugs):
     import torch
 
+    average, summed, reset = bugs
     loss_fn = torch.nn.CrossEntropyLoss()
     step, epoch = 0, 0
     while step < spec["steps"]:
@@ -145,6 +148,8 @@ def _loop(rank, spec, net, model, optimizer, loader, monitor, average, summed):
             if spec["nan_rank"] == rank and step == spec["nan_step"]:
                 x = x.clone()
                 x[0, 0] = math.nan
+            if spec["reset_rank"] == rank and step == spec["reset_step"]:
+                reset(model)
             optimizer.zero_grad()
             loss = loss_fn(net(x), y)
             loss.backward()

@@ -40,7 +40,7 @@ def job(name, **options):
     ``reset_step`` (that rank resets a parameter on its own) and ``rank_timeout``."""
     spec = {"name": name, "sync": "ddp", "watch": "wrapper", "shard": True, "steps": 12,
             "every": 2, "nan_rank": None, "nan_step": 3, "raise_rank": None, "raise_step": 3,
-            "reset_rank": None, "reset_step": 3,
+            "reset_rank": None, "reset_step": 3, "sinks_on": None,
             "rank_timeout": 30.0}
     unknown = set(options) - set(spec)
     if unknown:
@@ -73,7 +73,7 @@ def _worker(rank, world, port, jobs, out):
     left = False
     try:
         for spec in jobs:
-            result = _train(rank, world, spec)
+            result = _train(rank, world, spec, out)
             Path(out, f"{spec['name']}-{rank}.json").write_text(json.dumps(result))
             if result["raised"]:
                 left = True      # this rank leaves the job, as a crashed rank would
@@ -100,13 +100,14 @@ def _model():
                                torch.nn.Linear(32, CLASSES))
 
 
-def _train(rank, world, spec):
+def _train(rank, world, spec, out):
     import torch
     from torch.nn.parallel import DistributedDataParallel
 
     from bug_injection.distributed import (all_reduce_gradients, rank_batches, rank_local_reset,
                                           summed_all_reduce)
     from diagnostics import Monitor
+    from diagnostics.monitor import CSVSink
 
     model = _model()
     net = DistributedDataParallel(model) if spec["sync"] == "ddp" else model
@@ -115,8 +116,12 @@ def _train(rank, world, spec):
     loader = rank_batches(features, targets, 16, rank=rank, world=world, shard=spec["shard"])
     watched = net if spec["watch"] == "wrapper" else model
     started, raised = time.perf_counter(), None
-    with Monitor(watched, optimizer, every=spec["every"],
-                 rank_timeout=spec["rank_timeout"]) as monitor:
+    options = {}
+    if spec["sinks_on"] is not None:
+        options = {"sinks_on": spec["sinks_on"],
+                   "sinks": [CSVSink(Path(out, f"{spec['name']}-{rank}.csv"))]}
+    with Monitor(watched, optimizer, every=spec["every"], rank_timeout=spec["rank_timeout"],
+                 **options) as monitor:
         try:
             _loop(rank, spec, net, model, optimizer, loader, monitor,
                   (all_reduce_gradients, summed_all_reduce, rank_local_reset))
@@ -125,7 +130,9 @@ def _train(rank, world, spec):
                 raise
             raised = str(error)
         report = monitor.report()
+    csv = Path(out, f"{spec['name']}-{rank}.csv")
     return {"findings": [f.to_dict() for f in report.findings], "report": str(report),
+            "csv_rows": len(csv.read_text().splitlines()) - 1 if csv.exists() else None,
             "parameters": [p.name for p in report.parameters] if raised is None else [],
             "seconds": time.perf_counter() - started, "raised": raised}
 

@@ -16,7 +16,7 @@ if not torch.distributed.is_available():
 from scenarios.distributed import job, launch  # noqa: E402
 
 TIMEOUT = 5.0
-JOBS = [job("ddp_wrapper"), job("ddp_module", watch="module"),
+JOBS = [job("ddp_wrapper", sinks_on="rank0"), job("ddp_module", watch="module", sinks_on="all"),
         job("manual_average", sync="average"), job("manual_sum", sync="sum"),
         job("no_sampler", shard=False), job("not_reduced", sync="none"),
         job("local_reset", reset_rank=1), job("nan_on_rank1", sync="none", nan_rank=1),
@@ -45,6 +45,12 @@ def test_wrapper_and_module_give_the_same_parameter_names(outcome):
     names = outcome["ddp_wrapper"][0]["parameters"]
     assert names == outcome["ddp_module"][0]["parameters"] == ["0.weight", "0.bias",
                                                                "2.weight", "2.bias"]
+
+
+def test_sinks_write_on_rank0_unless_asked(outcome):
+    rank0, rank1 = outcome["ddp_wrapper"]
+    assert rank0["csv_rows"] == 7 and rank1["csv_rows"] is None   # steps 0, 1, 2, 4, .., 10
+    assert [r["csv_rows"] for r in outcome["ddp_module"]] == [7, 7]
 
 
 def test_summed_all_reduce(outcome):
@@ -76,8 +82,7 @@ def test_finding_on_one_rank_only(outcome):
     nan = finding(outcome, "nan_on_rank1", "NAN_LOSS")
     assert nan["evidence"]["ranks"] == [1]
     assert nan["message"].endswith("(on rank 1 only, of 2)")
-    assert "NAN_LOSS" not in [f["code"] for f in outcome["nan_on_rank1"][1]["findings"]
-                              if f["evidence"].get("ranks") == [0]]
+    assert nan["evidence"]["step"] == 3
 
 
 def test_a_rank_that_raises_leaves_a_finding_not_a_hang(outcome):

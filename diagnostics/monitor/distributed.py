@@ -79,13 +79,15 @@ class RankExchange:
         self._remote = {}                # (code, location) -> {rank: Finding}
         self._cross = {}                 # (code, location) -> cross-rank Finding
         self.stopped = False
+        self.exchanges = 0               # completed exchanges (one per sampled step)
 
     # ----------------------------------------------------------------- exchange
     def exchange(self, step, fingerprints, findings):
         """Send this rank's row, receive everyone's; never raises (a failed exchange becomes
-        ``RANK_STOPPED`` and ends the exchanges)."""
+        ``RANK_STOPPED`` and ends the exchanges). Returns the cross-rank findings that are new
+        or more severe than before."""
         if self.stopped:
-            return
+            return []
         import torch
 
         row = self._row(step, fingerprints, findings)
@@ -93,9 +95,9 @@ class RankExchange:
         try:
             self._dist.all_gather(rows, row, group=self._group)
         except Exception as error:          # noqa: BLE001 - a peer failed; never the user's loop
-            self._stop(step, error)
-            return
-        self._receive(step, [r.numpy() for r in rows])
+            return self._stop(step, error)
+        self.exchanges += 1
+        return self._receive(step, [r.numpy() for r in rows])
 
     def _row(self, step, fingerprints, findings):
         import torch
@@ -143,7 +145,7 @@ class RankExchange:
             self.world, names, 3) for i in range(3)]
         sample = RankSample(step, *blocks, numbers[:, 2 + 9 * names:5 + 9 * names])
         self._view.samples = (self._view.samples + [sample])[-self._window:]
-        self._check()
+        return self._check()
 
     def _stop(self, step, error):
         self.stopped = True
@@ -158,11 +160,18 @@ class RankExchange:
                 missing = named
         self._view.stopped = {"ranks": missing, "step": step,
                               "error": _first_line(error), "reporting_rank": self.rank}
-        self._check()
+        return self._check()
 
     def _check(self):
+        severity = {s: i for i, s in enumerate(SEVERITIES)}
+        new = []
         for finding in run_rank_checks(self._view):
-            self._cross[(finding.code, finding.location)] = finding
+            key = (finding.code, finding.location)
+            known = self._cross.get(key)
+            if known is None or severity[finding.severity] > severity[known.severity]:
+                new.append(finding)
+            self._cross[key] = finding
+        return new
 
     # ------------------------------------------------------------------ merging
     def merged(self, local):

@@ -245,8 +245,9 @@ class Monitor:
     def _exchange(self, step):
         """This rank's fingerprints and findings to the other ranks, theirs here."""
         fingerprints = self._probes[-1].last
-        local = list(self._findings.values())
-        self._ranks.exchange(step, fingerprints, local)
+        for finding in self._ranks.exchange(step, fingerprints, list(self._findings.values())):
+            if self._on_finding is not None:
+                self._on_finding(finding)
 
     def _view(self):
         fields, signals = {}, {}

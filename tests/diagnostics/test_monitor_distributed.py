@@ -41,6 +41,12 @@ def test_healthy_jobs_have_no_finding(outcome, name):
     assert codes(outcome, name) == [] and codes(outcome, name, rank=1) == []
 
 
+def test_one_exchange_per_sampled_step_only(outcome):
+    # 12 steps, every=2: steps 0, 1, 2, 4, 6, 8, 10 are sampled
+    assert [r["exchanges"] for r in outcome["ddp_wrapper"]] == [7, 7]
+    assert outcome["rank1_raises"][0]["exchanges"] == 3     # steps 0, 1, 2; step 4 failed
+
+
 def test_wrapper_and_module_give_the_same_parameter_names(outcome):
     names = outcome["ddp_wrapper"][0]["parameters"]
     assert names == outcome["ddp_module"][0]["parameters"] == ["0.weight", "0.bias",

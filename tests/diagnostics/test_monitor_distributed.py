@@ -4,6 +4,8 @@ Every job runs in one spawned group (starting processes dominates the cost); the
 rank 1 raises and leaves comes last."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from diagnostics.monitor.checks.ranks import RankSample, RanksView, run_rank_checks
 from diagnostics.monitor.distributed import _merge, _named_ranks
@@ -121,6 +123,20 @@ def test_checks_stay_quiet_on_identical_ranks_and_on_rounding():
                      [_sample(s, params * (1 + 1e-9 * np.arange(2))[:, None, None], local,
                               final, inputs) for s in (0, 1, 2)])
     assert run_rank_checks(view) == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(world=st.integers(2, 8), seed=st.integers(0, 2**16), summed=st.booleans())
+def test_summed_gradients_are_told_from_averaged_ones(world, seed, summed):
+    rng = np.random.default_rng(seed)
+    params = np.repeat(np.abs(rng.normal(size=(1, 4, 3))) + 1, world, axis=0)
+    local = rng.normal(size=(world, 4, 3))
+    local[..., 2] = np.abs(local[..., 2]) * 10 + np.abs(local[..., 0]) + np.abs(local[..., 1])
+    reduced = local.sum(axis=0) if summed else local.mean(axis=0)
+    final = np.repeat(reduced[None].astype(np.float32).astype(np.float64), world, axis=0)
+    view = RanksView(world, list("abcd"), [_sample(0, params, local, final)])
+    found = run_rank_checks(view)
+    assert [f.code for f in found] == (["GRADIENTS_NOT_SYNCED"] if summed else [])
 
 
 def test_merge_names_the_ranks_and_keeps_differing_evidence():

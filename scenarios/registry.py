@@ -28,11 +28,11 @@ SCENARIOS = {entry.name: entry for entry in (
     Entry("localize_gradient_bug",
           "exercise 5: a transposed weight in a minigrad backward; module, parameter and "
           "'transpose' named, debugging log written as Markdown", options=("out_dir",)),
+    Entry("minigrad_vs_torch",
+          "the same net in minigrad and torch; every gradient agrees to 1e-10"),
     Entry("distributed",
           "the Monitor in a 2-rank gloo DDP job: healthy, a manual all-reduce that sums, no "
           "DistributedSampler; rank 0's report merges every rank's findings"),
-    Entry("minigrad_vs_torch",
-          "the same net in minigrad and torch; every gradient agrees to 1e-10"),
 )}
 
 

@@ -47,6 +47,10 @@ class Monitor:
     sampled step.
     Each signal is a probe (``monitor.probes``); the Monitor schedules the sampled steps,
     runs their one transfer, runs the checks, keeps the findings and feeds the sinks.
+    Inside a torch.distributed job (``model`` may be the DDP wrapper) every rank builds its
+    Monitor; the ranks exchange fingerprints and findings once per sampled step, within
+    ``rank_timeout`` seconds, and every rank's findings are the merged ones (``monitor.
+    distributed``); ``sinks_on="rank0"`` (the default) or ``"all"`` says which ranks write.
     The Monitor never changes the model, the optimizer or any random generator; ``close()``
     (or leaving the ``with`` block, also on an exception) removes every hook.
     """

@@ -18,6 +18,8 @@ probe                     signal
                           gradient
 ``ModesProbe``            passes without gradients while modules are in training mode
 ``GraphProbe``            loss tensors held with their autograd graph
+``RanksProbe``            (only in a torch.distributed job, ``monitor.distributed``)
+                          fingerprints of parameters, local and reduced gradients, the input
 ========================  ==================================================================
 
 How to add a signal (three files and a registration):

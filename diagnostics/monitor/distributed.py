@@ -8,7 +8,9 @@ gradient and input fingerprints, then its new findings (pickled, as many as fit;
 the next sampled step). Nothing is exchanged at the other steps. The group has a timeout, so a
 rank that raised or stopped calling ``step()`` cannot block the others for ever: on a failed
 exchange the survivors ask a second, untouched group which ranks are missing
-(``monitored_barrier``), record ``RANK_STOPPED`` and exchange no more.
+(``monitored_barrier``), record ``RANK_STOPPED`` and exchange no more. ``report()`` makes no
+collective (the ranks need not call it together): a finding a rank first sees in its own
+``report()``, after its last sampled step, stays in that rank's report.
 """
 import pickle
 import re
@@ -213,4 +215,7 @@ def _named_ranks(text):
 
 def _first_line(error):
     text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:200]}" if text else type(error).__name__
+    if not text:
+        return type(error).__name__
+    line = text[0] if len(text[0]) <= 160 else text[0][:157] + "..."
+    return f"{type(error).__name__}: {line}"

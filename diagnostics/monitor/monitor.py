@@ -84,6 +84,7 @@ class Monitor:
         group = process_group()
         self._probes = [probe(self._ctx) for probe in PROBES + ((RanksProbe,) if group else ())]
         self._ranks = None
+        self._ranks_probe = self._probes[-1] if group else None
         if group:   # a collective: every rank builds its Monitor
             self._ranks = RankExchange(*group, [p.name for p in layout.trainable],
                                        timeout=rank_timeout, window=window)
@@ -248,7 +249,7 @@ class Monitor:
 
     def _exchange(self, step):
         """This rank's fingerprints and findings to the other ranks, theirs here."""
-        fingerprints = self._probes[-1].last
+        fingerprints = self._ranks_probe.last
         for finding in self._ranks.exchange(step, fingerprints, list(self._findings.values())):
             if self._on_finding is not None:
                 self._on_finding(finding)

@@ -41,6 +41,7 @@ def job(name, **options):
     spec = {"name": name, "sync": "ddp", "watch": "wrapper", "shard": True, "steps": 12,
             "every": 2, "nan_rank": None, "nan_step": 3, "raise_rank": None, "raise_step": 3,
             "reset_rank": None, "reset_step": 3, "sinks_on": None,
+            "stall_rank": None, "stall_step": 3, "stall_seconds": 0.0,
             "rank_timeout": 30.0}
     unknown = set(options) - set(spec)
     if unknown:
@@ -153,6 +154,8 @@ def _loop(rank, spec, net, model, optimizer, loader, monitor, bugs):
                 break
             if spec["raise_rank"] == rank and step == spec["raise_step"]:
                 raise RuntimeError(f"planted failure on rank {rank} at step {step}")
+            if spec["stall_rank"] == rank and step == spec["stall_step"]:
+                time.sleep(spec["stall_seconds"])
             if spec["nan_rank"] == rank and step == spec["nan_step"]:
                 x = x.clone()
                 x[0, 0] = math.nan

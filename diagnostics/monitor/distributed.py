@@ -24,7 +24,7 @@ from ..findings import SEVERITIES
 from .checks.ranks import RankSample, RanksView, run_rank_checks
 
 FINDINGS_BYTES = 16384   # room for new findings in one rank's row (about 30 findings)
-PROBE_SECONDS = 10.0     # how long the survivors wait to learn who is missing
+PROBE_SECONDS = 10.0     # how long the survivors wait to learn who is missing (at most)
 SINKS_ON = ("rank0", "all")
 
 
@@ -72,8 +72,9 @@ class RankExchange:
         self.rank, self.world, self.names = rank, world, list(names)
         self.timeout = float(timeout)
         self._group = dist.new_group(backend="gloo", timeout=timedelta(seconds=self.timeout))
+        self._probe_seconds = min(PROBE_SECONDS, self.timeout)
         self._probe_group = dist.new_group(backend="gloo",
-                                           timeout=timedelta(seconds=PROBE_SECONDS))
+                                           timeout=timedelta(seconds=self._probe_seconds))
         self._numbers = 2 + 9 * len(self.names) + 3          # step, length, fingerprints
         self._view = RanksView(world, self.names)
         self._window = window
@@ -154,7 +155,7 @@ class RankExchange:
         missing = [r for r in range(self.world) if r != self.rank]
         try:
             self._dist.monitored_barrier(group=self._probe_group,
-                                         timeout=timedelta(seconds=PROBE_SECONDS),
+                                         timeout=timedelta(seconds=self._probe_seconds),
                                          wait_all_ranks=True)
         except Exception as probe_error:    # noqa: BLE001
             named = _named_ranks(str(probe_error))

@@ -18,10 +18,13 @@ if not torch.distributed.is_available():
 from scenarios.distributed import job, launch  # noqa: E402
 
 TIMEOUT = 5.0
+STALL_TIMEOUT = 1.5
 JOBS = [job("ddp_wrapper", sinks_on="rank0"), job("ddp_module", watch="module", sinks_on="all"),
         job("manual_average", sync="average"), job("manual_sum", sync="sum"),
         job("no_sampler", shard=False), job("not_reduced", sync="none"),
         job("local_reset", reset_rank=1), job("nan_on_rank1", sync="none", nan_rank=1),
+        job("rank1_stalls", sync="none", stall_rank=1, stall_seconds=3 * STALL_TIMEOUT,
+            rank_timeout=STALL_TIMEOUT),
         job("rank1_raises", sync="none", raise_rank=1, rank_timeout=TIMEOUT)]
 
 
@@ -165,3 +168,16 @@ def test_monitor_arguments_are_checked():
         Monitor(model, sinks_on="rank1")
     with pytest.raises(DiagnosticsError, match="rank_timeout"):
         Monitor(model, rank_timeout=0)
+
+
+def test_a_stalled_rank_is_named_after_the_timeout(outcome):
+    rank0, rank1 = outcome["rank1_stalls"]
+    stopped = finding(outcome, "rank1_stalls", "RANK_STOPPED")
+    assert stopped["evidence"]["ranks"] == [1] and stopped["evidence"]["step"] == 4
+    assert "timed out" in stopped["evidence"]["error"].lower() or "timeout" in stopped[
+        "evidence"]["error"].lower()
+    assert STALL_TIMEOUT < rank0["seconds"] < 3 * STALL_TIMEOUT + 10
+    assert rank0["exchanges"] == 3 and rank1["raised"] is None
+    # rank 1, awake again, finds rank 0 gone from the exchange and finishes its loop too
+    back = [f for f in rank1["findings"] if f["code"] == "RANK_STOPPED"]
+    assert back and back[0]["evidence"]["ranks"] == [0] and rank1["exchanges"] == 3

@@ -40,6 +40,10 @@ CODES = {
     "PROBABILITIES_AS_LOGITS": "probabilities fed to a loss that expects logits or "
                                "log-probabilities",
     "AMP_OVERFLOW": "fp16 gradients overflow: the GradScaler keeps skipping steps",
+    "RANKS_DIVERGED": "parameters differ across the ranks of a distributed job",
+    "GRADIENTS_NOT_SYNCED": "gradients not averaged across ranks (not reduced, or summed)",
+    "SAME_BATCH_ON_RANKS": "every rank reads the same batches (no DistributedSampler)",
+    "RANK_STOPPED": "a rank of a distributed job stopped taking part (raised or hung)",
 }
 
 

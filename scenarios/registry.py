@@ -34,6 +34,9 @@ SCENARIOS = {entry.name: entry for entry in (
           "a character-level GPT trained side by side in minigrad and torch; attention's "
           "backward forgets the causal mask, localized on both, debugging log as Markdown",
           options=("out_dir",)),
+    Entry("distributed",
+          "the Monitor in a 2-rank gloo DDP job: healthy, a manual all-reduce that sums, no "
+          "DistributedSampler; rank 0's report merges every rank's findings"),
 )}
 
 

@@ -7,11 +7,13 @@ from ..errors import DiagnosticsError, require
 from ..outputs import check_selector
 from .checks import FULL_CHECK_STEPS, run_each
 from .collector import Collector
+from .distributed import SINKS_ON, RankExchange, process_group, unwrap
 from .history import History, columns_for
 from .kernels import kernels_for
 from .layout import Layout, learning_rates
 from .lifecycle import FindingLog
 from .probes import PROBES, Context, Probe
+from .probes.ranks import RanksProbe
 from .records import Sample
 from .report import MonitorReport
 from .settings import DEFAULT_EVERY, DEFAULT_WINDOW, Thresholds
@@ -62,13 +64,18 @@ class Monitor:
     prints its cost).
     Each signal is a probe (``monitor.probes``); the Monitor schedules the sampled steps,
     runs their one transfer, runs the checks, keeps the findings and feeds the sinks.
+    Inside a torch.distributed job (``model`` may be the DDP wrapper) every rank builds its
+    Monitor; the ranks exchange fingerprints and findings once per sampled step, within
+    ``rank_timeout`` seconds, and every rank's findings are the merged ones (``monitor.
+    distributed``); ``sinks_on="rank0"`` (the default) or ``"all"`` says which ranks write.
     The Monitor never changes the model, the optimizer or any random generator; ``close()``
     (or leaving the ``with`` block, also on an exception) removes every hook.
     """
 
     def __init__(self, model, optimizer=None, *, every=DEFAULT_EVERY, window=DEFAULT_WINDOW,
                  sinks=(), on_finding=None, on_resolved=None, thresholds=None, scaler=None,
-                 per_step_gradients=False, output=None):
+                 per_step_gradients=False, output=None, sinks_on="rank0", rank_timeout=300.0):
+        model = unwrap(model)
         backend = get_backend(model)
         check_selector(output)
         _require_count(every, "every", 1)
@@ -83,6 +90,10 @@ class Monitor:
         require(thresholds is None or isinstance(thresholds, Thresholds), "thresholds",
                 "a diagnostics.monitor.Thresholds or None", type(thresholds).__name__)
         sinks = _checked_sinks(sinks)
+        require(sinks_on in SINKS_ON, "sinks_on", f"one of {SINKS_ON}", repr(sinks_on))
+        require(isinstance(rank_timeout, numbers.Real) and not isinstance(rank_timeout, bool)
+                and rank_timeout > 0, "rank_timeout", "a positive number of seconds",
+                repr(rank_timeout))
         self.every, self.window = every, window
         self.thresholds = thresholds or Thresholds()
         self._backend = backend
@@ -95,7 +106,15 @@ class Monitor:
                             thresholds=self.thresholds, window=window, optimizer=optimizer,
                             scaler=scaler, per_step_gradients=per_step_gradients,
                             output=output)
-        self._probes = [probe(self._ctx) for probe in PROBES]
+        group = process_group()
+        self._probes = [probe(self._ctx) for probe in PROBES + ((RanksProbe,) if group else ())]
+        self._ranks = None
+        self._ranks_probe = self._probes[-1] if group else None
+        if group:   # a collective: every rank builds its Monitor
+            self._ranks = RankExchange(*group, [p.name for p in layout.trainable],
+                                       timeout=rank_timeout, window=window)
+            if sinks_on == "rank0" and group[0] != 0:
+                sinks = ()
         columns = columns_for(layout, learning_rate=bool(learning_rates(optimizer)))
         self._history = self._ctx.history = History(
             columns + [c for probe in self._probes for c in probe.columns()])
@@ -154,8 +173,10 @@ class Monitor:
 
     @property
     def findings(self):
-        """The findings that hold, errors first, then in the order they were found."""
-        return self._log.active
+        """The findings that hold, errors first, then in the order they were found (in a
+        distributed job, merged over the ranks)."""
+        found = self._log.active
+        return found if self._ranks is None else self._ranks.merged(found)
 
     @property
     def resolved(self):
@@ -245,6 +266,8 @@ class Monitor:
         if due:
             self._last_full_check = sample.step
         self._run_checks(view, urgent_only=not due)
+        if self._ranks is not None:
+            self._exchange(sample.step)
         row = {"step": sample.step}
         for probe in self._probes:
             probe.fill_row(row, sample, view)
@@ -254,6 +277,13 @@ class Monitor:
                                                    for s in self._sinks) else None
             for sink in self._sinks:
                 sink.write(row, histograms)
+
+    def _exchange(self, step):
+        """This rank's fingerprints and findings to the other ranks, theirs here."""
+        fingerprints = self._ranks_probe.last
+        for finding in self._ranks.exchange(step, fingerprints, self._log.active):
+            if self._on_finding is not None:
+                self._on_finding(finding)
 
     def _view(self):
         fields, signals = {}, {}

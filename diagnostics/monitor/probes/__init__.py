@@ -21,6 +21,8 @@ probe                     signal
 ``GraphProbe``            loss tensors held with their autograd graph
 ``MixedPrecisionProbe``   autocast's dtype, a GradScaler's scale and its skipped steps
 ``StepGradientsProbe``    opt-in: the gradient norm at every step (NaN/inf, spikes)
+``RanksProbe``            (only in a torch.distributed job, ``monitor.distributed``)
+                          fingerprints of parameters, local and reduced gradients, the input
 ========================  ==================================================================
 
 How to add a signal (three files and a registration):

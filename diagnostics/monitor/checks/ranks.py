@@ -1,0 +1,181 @@
+"""Cross-rank checks of a torch.distributed job: each reads a ``RanksView`` (what every rank
+measured at the sampled steps exchanged so far) and returns findings.
+
+Fingerprints are three float64 sums per tensor: the sum, the sum of every third element and the
+sum of absolute values. Healthy data-parallel ranks hold bit-identical parameters and reduced
+gradients, so any difference beyond rounding is a bug; the first two sums are linear, so a
+reduced gradient can be compared with the mean (DDP, a correct all-reduce) and with the sum (an
+all-reduce that forgot to divide by the world size) of the ranks' local gradients.
+"""
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...findings import Finding
+
+SAME_TOLERANCE = 1e-6     # relative: fingerprints closer than this are the same tensor
+MATCH_TOLERANCE = 1e-3    # relative: a reduced gradient "is" the sum of the locals
+MIN_TOTAL = 1e-3          # of the absolute sums: below, the local sums cancel too much to judge
+MIN_SAME_BATCHES = 2      # sampled steps with identical inputs on every rank before saying so
+
+
+@dataclass
+class RankSample:
+    """What every rank measured at one sampled step: arrays of shape (ranks, parameters, 3)
+    for ``params``, ``local`` (gradients before any reduction) and ``final`` (the gradients
+    the optimizer used), (ranks, 3) for ``inputs``; a row of NaN where a rank had none."""
+
+    step: int
+    params: np.ndarray
+    local: np.ndarray
+    final: np.ndarray
+    inputs: np.ndarray
+
+
+@dataclass
+class RanksView:
+    world: int
+    names: list                                      # parameter names, in fingerprint order
+    samples: list = field(default_factory=list)      # RankSample, oldest first
+    stopped: dict | None = None                      # {"ranks": [...], "step": s, "error": str}
+
+
+def _differ(fingerprints):
+    """Per parameter: True where the ranks' fingerprints (ranks, P, 3) are not the same."""
+    with warnings.catch_warnings():      # parameters without a gradient anywhere: all NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _differ_nan_quiet(fingerprints)
+
+
+def _differ_nan_quiet(fingerprints):
+    scale = np.nanmax(np.abs(fingerprints[..., 2]), axis=0)            # (P,)
+    finite = np.isfinite(fingerprints).all(axis=2)                       # (ranks, P)
+    spread = np.nanmax(fingerprints, axis=0) - np.nanmin(fingerprints, axis=0)   # (P, 3)
+    return ((np.nanmax(spread, axis=1) > SAME_TOLERANCE * np.maximum(scale, 1e-30))
+            | (finite.any(axis=0) & ~finite.all(axis=0)))   # NaN on some ranks only
+
+
+def _ranks_text(ranks):
+    return ", ".join(str(r) for r in ranks)
+
+
+def ranks_diverged(view):
+    """Parameters that are not the same on every rank after an optimizer step."""
+    if not view.samples:
+        return []
+    sample = view.samples[-1]
+    params = sample.params
+    if np.isnan(params).all():
+        return []
+    differ = _differ(params)
+    if not differ.any():
+        return []
+    names = [n for n, d in zip(view.names, differ) if d]
+    first = names[0]
+    index = view.names.index(first)
+    sums = {rank: float(params[rank, index, 0]) for rank in range(view.world)}
+    return [Finding(
+        "RANKS_DIVERGED", "error", first,
+        f"after the optimizer's step at step {sample.step}, {len(names)} of {len(view.names)} "
+        f"parameters differ across the {view.world} ranks (first: {first}, whose element sum "
+        f"is {', '.join(f'{v:.6g} on rank {r}' for r, v in sums.items())}): the ranks now "
+        f"train different models",
+        "wrap the model in DistributedDataParallel (or all-reduce every gradient before the "
+        "step); look for code that changes parameters on some ranks only (if rank == 0: ...), "
+        "and give every rank the same initial weights and seed",
+        {"step": sample.step, "parameters": names, "sum_per_rank": sums})]
+
+
+def gradients_not_synced(view):
+    """Gradients the optimizer used that were not averaged across ranks: different on each
+    rank (not reduced at all), or the sum of the local gradients instead of their mean."""
+    if not view.samples:
+        return []
+    sample = view.samples[-1]
+    final, local = sample.final, sample.local
+    if np.isnan(final).all():
+        return []
+    differ = _differ(final)
+    if differ.any():
+        names = [n for n, d in zip(view.names, differ) if d]
+        return [Finding(
+            "GRADIENTS_NOT_SYNCED", "error", names[0],
+            f"at step {sample.step} the gradients of {len(names)} of {len(view.names)} "
+            f"parameters differ across the {view.world} ranks when the optimizer steps (first: "
+            f"{names[0]}): they were not all-reduced, so each rank follows its own batches",
+            "wrap the model in DistributedDataParallel, or all-reduce every parameter's "
+            "gradient (dist.all_reduce(p.grad); p.grad /= world_size) before optimizer.step(); "
+            "a parameter created after the DDP wrapper is not synchronised",
+            {"step": sample.step, "parameters": names, "how": "not reduced"})]
+    known = np.isfinite(local).all(axis=(0, 2)) & np.isfinite(final[0]).all(axis=1)
+    if not known.any():
+        return []
+    linear_final = final[0, known, :2]              # the same on every rank (checked above)
+    total = local[:, known, :2].sum(axis=0)
+    mean = total / view.world
+    absolute = np.abs(local[:, known, 2]).sum()
+    if absolute == 0:
+        return []
+    # summed and averaged gradients differ by (1 - 1/world) |total|; rounding is bounded by
+    # the absolute sums, so a total that cancels out below 1e-3 of them is not judged
+    scale = max(np.abs(total).sum(), MIN_TOTAL * absolute)
+    off_mean = np.abs(linear_final - mean).sum() / scale
+    off_sum = np.abs(linear_final - total).sum() / scale
+    if not (off_sum <= MATCH_TOLERANCE and off_mean >= 0.25):
+        return []
+    return [Finding(
+        "GRADIENTS_NOT_SYNCED", "error", None,
+        f"at step {sample.step} every rank's gradient is the sum of the {view.world} ranks' "
+        f"local gradients, not their mean: the effective learning rate is {view.world}x the "
+        f"one set (relative distance to the sum {off_sum:.2g}, to the mean {off_mean:.2g})",
+        f"divide by the world size after the all-reduce (p.grad /= {view.world}, or "
+        f"dist.all_reduce(p.grad, op=dist.ReduceOp.AVG) on NCCL), or use "
+        f"DistributedDataParallel, which averages",
+        {"step": sample.step, "how": "summed", "world_size": view.world,
+         "distance_to_sum": off_sum, "distance_to_mean": off_mean})]
+
+
+def same_batch_on_ranks(view):
+    """Every rank read the very same input batch at every sampled step (no DistributedSampler)."""
+    rows = [s for s in view.samples if not np.isnan(s.inputs).any()]
+    if view.world < 2 or len(rows) < MIN_SAME_BATCHES:
+        return []
+    for sample in rows:
+        inputs = sample.inputs
+        if inputs[0, 2] == 0 or (np.abs(inputs - inputs[0]).max(axis=1)
+                                 > SAME_TOLERANCE * inputs[0, 2]).any():
+            return []
+    steps = [s.step for s in rows]
+    return [Finding(
+        "SAME_BATCH_ON_RANKS", "warning", "data",
+        f"all {view.world} ranks read identical input batches at each of the {len(steps)} "
+        f"sampled steps {steps[0]}..{steps[-1]}: the job does the work of one process "
+        f"{view.world} times",
+        "give the DataLoader a DistributedSampler(dataset) (and call sampler.set_epoch(epoch) "
+        "each epoch), or shard the data by rank",
+        {"steps": steps, "world_size": view.world})]
+
+
+def rank_stopped(view):
+    """A rank stopped taking part: gradhunt's exchange timed out or failed waiting for it."""
+    stopped = view.stopped
+    if not stopped:
+        return []
+    ranks = stopped["ranks"]
+    which = (f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {_ranks_text(ranks)}")
+    return [Finding(
+        "RANK_STOPPED", "error", None,
+        f"{which} did not reach the Monitor's exchange at step {stopped['step']} "
+        f"({stopped['error']}): it raised, exited or stopped calling monitor.step(); the other "
+        f"ranks go on without cross-rank checks",
+        f"read {which}'s own log for its exception; in a DDP job the surviving ranks block in "
+        f"the next all-reduce, so fix the failing rank first",
+        dict(stopped))]
+
+
+CHECKS = (rank_stopped, ranks_diverged, gradients_not_synced, same_batch_on_ranks)
+
+
+def run_rank_checks(view):
+    return [finding for check in CHECKS for finding in check(view)]

@@ -876,12 +876,6 @@ KNOWN_FALSE_ALARMS = {
     ('multihead_attention', 'monitor'):
         ('LOSS_PLATEAU [warning] the loss has stayed at 0.683 for the last 50 steps, 5.4% '
          'below where it started (0.7216) (also: LOSS_AT_CHANCE)'),
-    ('lstm_packed', 'find_lr'):
-        ('CRASH TypeError: PackedRNN.forward() missing 1 required positional argument: '
-         "'lengths'"),
-    ('gru_packed', 'find_lr'):
-        ('CRASH TypeError: PackedRNN.forward() missing 1 required positional argument: '
-         "'lengths'"),
     ('frozen_backbone', 'preflight'):
         ('NO_GRADIENT [warning] no gradient reached backbone.0.weight, backbone.0.bias, '
          'backbone.2.weight, backbone.2.bias in 8 sampled steps while other parameters got '

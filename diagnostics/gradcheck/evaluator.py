@@ -21,6 +21,7 @@ class Analytic:
     points: list       # Points in forward order
     point_gradients: dict  # point key -> gradient (zeros where none arrived)
     point_values: dict     # point key -> value
+    unreached: frozenset = frozenset()   # parameters and point keys with no path to the loss
 
 
 class Evaluator:
@@ -38,6 +39,7 @@ class Evaluator:
         self.instrument.start_pass(record=True)
         try:
             output, loss = self._run(checked=True)
+            reached = _graph_reach(self.backend, loss)
             self.backward_passes += 1
             try:
                 self.backend.backward(loss)
@@ -54,8 +56,12 @@ class Evaluator:
         points = list(self.instrument.points)
         point_gradients = {p.key: self.instrument.gradients.get(p.key, np.zeros(p.shape))
                            for p in points}
+        unreached = {name for name, param in self.backend.named_parameters()
+                     if name in gradients and id(param) not in reached}
+        unreached |= {p.key for p in points
+                      if id(self.instrument.graph_node(p.key)) not in reached}
         return Analytic(self.backend.scalar(loss), gradients, points, point_gradients,
-                        dict(self.instrument.values))
+                        dict(self.instrument.values), frozenset(unreached))
 
     def loss(self, *, parameter=None, point=None, delta=None, capture=None):
         """The loss with ``delta`` added to a parameter or a point; ``capture``: a point to keep."""
@@ -170,3 +176,24 @@ def _in_place_message(mutating, first, second):
             f"and the gradient check, which reads each module's input through an identity, "
             f"sees two different losses ({first!r} and {second!r}). Use the out-of-place form "
             f"(inplace=False, h = h.relu()) or clone what you keep (skip = h.clone()).")
+
+
+def _graph_reach(backend, loss):
+    """The ids of the graph nodes and leaf tensors the loss's graph reaches (torch's
+    ``AccumulateGrad`` nodes hold leaves as ``variable``, minigrad's nodes as ``inputs``): a
+    parameter or point outside it was used under no_grad or detached, so backward cannot give
+    it a gradient (a custom backward that returns None for it is inside, and still checked)."""
+    found, seen = set(), set()
+    stack = [getattr(loss, "grad_fn", None)]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        found.add(id(node))
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            found.add(id(variable))
+        found.update(id(value) for value in getattr(node, "inputs", ()) or ())
+        stack.extend(backend.node_inputs(node))
+    return found

@@ -16,9 +16,12 @@ def render(report):
 
 def headline(report):
     if report.passed:
-        return (f"Gradient check passed: {len(report.parameters)} parameter gradients and "
-                f"{len(report.points)} gradients at module boundaries agree with finite "
-                f"differences.")
+        skipped = sum(c.status == "not differentiated" for c in report.parameters.values())
+        aside = (f" ({skipped} parameter(s) not differentiated by design: no_grad/detach in "
+                 f"forward)" if skipped else "")
+        return (f"Gradient check passed: {len(report.parameters) - skipped} parameter gradients "
+                f"and {len(report.points)} gradients at module boundaries agree with finite "
+                f"differences{aside}.")
     if not report.causes:
         return (f"Gradient check FAILED: {len(report.faulty)} parameter gradient(s) disagree "
                 f"with finite differences; where they go wrong could not be pinned down.")
@@ -106,8 +109,11 @@ def _table(report):
 
 
 def _row(check):
-    status = {"ok": "ok", "mismatch": "WRONG", "unchecked": "unchecked"}[check.status]
-    if check.elements_checked and check.elements_checked == check.size:
+    status = {"ok": "ok", "mismatch": "WRONG", "unchecked": "unchecked",
+              "not differentiated": "no graph path"}[check.status]
+    if check.status == "not differentiated":
+        checked = "none (no_grad/detach)"
+    elif check.elements_checked and check.elements_checked == check.size:
         checked = f"all {check.size} elements"
     elif check.elements_checked:
         checked = f"{check.elements_checked} of {check.size} elements"
@@ -120,7 +126,8 @@ def _row(check):
         if check.worst_index is not None:
             worst = str(list(check.worst_index))
         numerical, analytical = _sci(check.numerical), _sci(check.analytical)
-    return (check.name, str(check.shape), status, f"{check.max_rel_error:.1e}", checked, worst,
+    error = "-" if check.status == "not differentiated" else f"{check.max_rel_error:.1e}"
+    return (check.name, str(check.shape), status, error, checked, worst,
             numerical, analytical)
 
 

@@ -48,3 +48,64 @@ def test_find_lr_turns_an_exception_in_forward_into_a_failed_result():
     assert not result.passed and result.suggestion is None
     assert "RuntimeError: shape mismatch in my layer" in result.error
     assert "FAILED" in str(result) and result.to_dict()["error"] == result.error
+
+
+# ----------------------------------------------------------- no_grad inside forward (item 6)
+class _FrozenInForward(nn.Module):
+    def __init__(self, detach=False):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Linear(4, 8), nn.Tanh())
+        self.head = nn.Linear(8, 3)
+        self.detach = detach
+
+    def forward(self, x):
+        if self.detach:
+            return self.head(self.backbone(x).detach())
+        with torch.no_grad():
+            features = self.backbone(x)
+        return self.head(features)
+
+
+@pytest.mark.parametrize("detach", [False, True], ids=["no_grad", "detach"])
+def test_check_gradients_names_parameters_cut_off_by_design_as_info(detach):
+    from diagnostics import check_gradients
+    torch.manual_seed(0)
+    x, y = _classification(rows=4)
+    report = check_gradients(_FrozenInForward(detach), F.cross_entropy, x, y)
+    assert report.passed, str(report)
+    assert [f.severity for f in report.findings if f.code == "GRADIENT_MISMATCH"] == []
+    info = next(f for f in report.findings if f.code == "NO_GRADIENT")
+    assert info.severity == "info" and "not differentiated by design" in info.message
+    assert info.evidence["parameters"] == ["backbone.0.weight", "backbone.0.bias"]
+    assert report.parameters["backbone.0.weight"].status == "not differentiated"
+    assert report.parameters["head.weight"].status == "ok"
+    assert "no graph path" in str(report) and "2 parameter(s) not differentiated" in str(report)
+
+
+def test_a_custom_backward_returning_none_for_a_used_weight_is_still_a_mismatch():
+    """The parameter is in the graph (the Function got it): a missing gradient is a bug."""
+    from diagnostics import check_gradients
+
+    class DropWeightGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight):
+            ctx.save_for_backward(x, weight)
+            return x @ weight.t()
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, weight = ctx.saved_tensors
+            return grad @ weight, None
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(3, 4))
+
+        def forward(self, x):
+            return DropWeightGrad.apply(x, self.weight)
+
+    torch.manual_seed(0)
+    x, y = _classification(rows=4)
+    report = check_gradients(Model(), F.cross_entropy, x, y)
+    assert not report.passed and "weight" in report.faulty

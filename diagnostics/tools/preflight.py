@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import outputs
-from ..batch import Batch, first_parameter
+from ..batch import Batch
 from ..errors import DiagnosticsError
 from ..findings import Finding
 from ..gradcheck.check import run_check
 from ..gradcheck.report_text import headline as gradient_headline
 from ..gradcheck.settings import Settings as GradientSettings
 from ..jsonable import to_jsonable
-from ..layouts import class_axis
+from ..layouts import class_axis, rows_coupled
 from ..monitor import Monitor
 from . import _training as T
 from . import overfit
@@ -329,26 +329,9 @@ def _shapes(run):
 
 
 def _rows_coupled(run, logits, targets):
-    """True when the loss's gradient for the first example moves with the other examples'
-    targets: a loss that broadcasts compares every output with every target. A per-example
-    loss (one that reshapes or squeezes by itself) keeps them apart."""
-    backend, batch = run.backend, run.batch
-    if targets.dtype.kind != "f" or len(targets) < 2:
-        return False
-    shifted = targets.copy()
-    shifted[1:] += 1.0
-    first_rows = []
-    for values in (targets, shifted):
-        leaf = backend.from_numpy(logits.copy(), like=first_parameter(backend))
-        leaf.requires_grad_(True)
-        probe = outputs.replace(run.facts["output"], run.facts["logits_key"], leaf)
-        with backend.enable_grad():
-            backend.backward(batch.loss_fn(probe, backend.from_numpy(
-                values, like=first_parameter(backend))))
-        if leaf.grad is None:
-            return False
-        first_rows.append(backend.to_numpy(leaf.grad)[0])
-    return not np.allclose(first_rows[0], first_rows[1], rtol=1e-5, atol=1e-12)
+    """The loss compares examples with each other's targets (``layouts.rows_coupled``)."""
+    return rows_coupled(run.backend, run.batch.loss_fn, run.facts["output"],
+                        run.facts["logits_key"], logits, targets)
 
 
 # ---------------------------------------------------------------------- loss

@@ -109,3 +109,62 @@ def test_a_custom_backward_returning_none_for_a_used_weight_is_still_a_mismatch(
     x, y = _classification(rows=4)
     report = check_gradients(Model(), F.cross_entropy, x, y)
     assert not report.passed and "weight" in report.faulty
+
+
+# ------------------------------------------------------------ overfit's likely causes (item 2)
+def _regression(rows=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, 4, generator=g)
+    return x, x[:, :2].sum(1)
+
+
+def _causes(result):
+    return result.findings[0].evidence["likely_causes"]
+
+
+@pytest.mark.filterwarnings("ignore:Using a target size")
+def test_overfit_does_not_blame_a_shape_the_loss_squeezes_itself():
+    from diagnostics import overfit_one_batch
+    torch.manual_seed(0)
+    x, t = _regression()
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    squeezing = overfit_one_batch(model, lambda p, y: F.mse_loss(p.squeeze(-1), y), x, t,
+                                  steps=2, patience=0)
+    assert not squeezing.passed and not any("broadcast" in c for c in _causes(squeezing))
+    broadcasting = overfit_one_batch(model, F.mse_loss, x, t, steps=2, patience=0)
+    assert any("broadcasts them" in c for c in _causes(broadcasting))
+
+
+def test_overfit_names_frozen_parameters():
+    from diagnostics import overfit_one_batch
+    torch.manual_seed(0)
+    x, y = _classification(rows=16)
+    model = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 3))
+    model[0].requires_grad_(False)
+    result = overfit_one_batch(model, F.cross_entropy, x, y, steps=2, patience=0)
+    assert _causes(result)[0].startswith(
+        "160 of 259 parameters are frozen (requires_grad=False): 0.weight, 0.bias")
+
+
+def test_overfit_target_accounts_for_the_floor_of_label_smoothing():
+    from diagnostics import overfit_one_batch
+    torch.manual_seed(0)
+    x, y = _classification(rows=16)
+    y = y.clamp(max=2)
+    model = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 3))
+    smoothed = nn.CrossEntropyLoss(label_smoothing=0.1)
+    result = overfit_one_batch(model, smoothed, x, y, steps=300)
+    # the floor of 0.1 smoothing over 3 classes: the entropy of (0.933, 0.033, 0.033)
+    floor = -(0.9 + 0.1 / 3) * np.log(0.9 + 0.1 / 3) - 2 * (0.1 / 3) * np.log(0.1 / 3)
+    assert result.target_loss == pytest.approx(floor + 0.05 * (np.log(3) - floor), rel=0.02)
+    assert result.passed, str(result)
+
+
+def test_a_softmax_before_cross_entropy_still_fails_overfit():
+    """The floor is the loss's, not the model's: probabilities fed as logits stay a failure."""
+    from diagnostics import overfit_one_batch
+    torch.manual_seed(0)
+    x, y = _classification(rows=16)
+    model = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 3), nn.Softmax(dim=1))
+    result = overfit_one_batch(model, F.cross_entropy, x, y, steps=100, patience=0)
+    assert not result.passed and result.target_loss < 0.06

@@ -876,13 +876,4 @@ KNOWN_FALSE_ALARMS = {
     ('multihead_attention', 'monitor'):
         ('LOSS_PLATEAU [warning] the loss has stayed at 0.683 for the last 50 steps, 5.4% '
          'below where it started (0.7216) (also: LOSS_AT_CHANCE)'),
-    ('label_smoothing', 'preflight'):
-        ('OVERFIT_FAILED [error] the loss went from 1.382 to 0.3489 in 200 steps without '
-         'reaching 0.06912; likely: the loss fell but too slowly: more steps or a larger '
-         'learning rate, or a model too small to memorise the batch; regularisation fights '
-         'the fit (weight_decay=0.01)'),
-    ('label_smoothing', 'overfit'):
-        ('OVERFIT_FAILED [error] the loss went from 1.382 to 0.3489 in 200 steps without '
-         'reaching 0.06912; likely: the loss fell but too slowly: more steps or a larger '
-         'learning rate, or a model too small to memorise the batch (also: failed verdict)'),
 }

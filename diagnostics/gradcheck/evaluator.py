@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DiagnosticsError
-from .calls import check_loss, check_output
+from .calls import broadcasts, check_loss, layout_mismatch
 from .kinks import ROUNDING
 
 
@@ -135,12 +135,24 @@ class Evaluator:
         self.backend.set_rng_state(self.random_state)
         self.forward_evaluations += 1
         output = self._forward(checked)
-        if checked:
-            check_output(self.backend, output, self.batch)
         loss = self._loss(output, checked)
         if checked:
             check_loss(self.backend, loss)
+            self._check_broadcast(output)
         return output, loss
+
+    def _check_broadcast(self, output):
+        """Targets of another shape than the logits that the loss broadcasts against them
+        (each example compared with every target): the check would differentiate a loss
+        that is not the one meant. A loss that squeezes or reshapes by itself is trusted."""
+        expected = layout_mismatch(self.backend, output, self.batch)
+        if expected is None:
+            return
+        if broadcasts(self.backend, output, self.batch):
+            raise DiagnosticsError(
+                f"targets: expected {expected}, got shape {tuple(self.batch.targets.shape)}: "
+                f"loss_fn broadcasts them, comparing every example with every target "
+                f"(make them equal: output.squeeze(-1) or targets.view_as(output))")
 
     def _forward(self, checked):
         if not checked:
@@ -162,6 +174,12 @@ class Evaluator:
         except DiagnosticsError:
             raise
         except Exception as error:
+            expected = layout_mismatch(self.backend, output, self.batch)
+            if expected is not None:
+                raise DiagnosticsError(
+                    f"targets: expected {expected}, got shape "
+                    f"{tuple(self.batch.targets.shape)}; loss_fn raised "
+                    f"{type(error).__name__}: {error}") from error
             raise DiagnosticsError(
                 f"loss_fn: expected loss_fn(output, targets) to run on the model's output; it "
                 f"raised {type(error).__name__}: {error}") from error

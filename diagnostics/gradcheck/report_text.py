@@ -1,6 +1,7 @@
 """The text of a ``GradientReport``: a headline, each culprit, then a table of parameters."""
 
 MAX_ROWS = 12   # parameter rows shown; faulty ones always are
+NEAR_ZERO_REL = 1e-2   # an "ok" this far off in relative terms passed on the absolute error
 
 _PATHS = {"input": "input path", "internal": "own code between its sub-modules"}
 
@@ -10,8 +11,28 @@ def render(report):
     for cause in report.causes:
         lines += [""] + _cause_lines(cause, report.points)
     lines += [""] + _table(report)
-    lines += [f"note: {note}" for note in report.notes]
+    lines += [f"note: {note}" for note in report.notes + _near_zero_notes(report)]
     return "\n".join(lines)
+
+
+def _near_zero(check):
+    return check.status == "ok" and check.max_rel_error > NEAR_ZERO_REL
+
+
+def _near_zero_notes(report):
+    """Why an "ok" sits next to a large relative error: both gradients are about zero."""
+    near = [c for c in report.parameters.values() if _near_zero(c)]
+    if not near:
+        return []
+    shown = ", ".join(f"{c.name} (|numerical - analytical| {_absolute(c)})" for c in near)
+    return [f"gradient ~0 at {shown}: a relative error means nothing there, the absolute "
+            f"error is within atol (a bias before a normalisation has a true gradient of 0)"]
+
+
+def _absolute(check):
+    if check.numerical is None or check.analytical is None:
+        return "n/a"
+    return f"{abs(check.numerical - check.analytical):.1e}"
 
 
 def headline(report):
@@ -122,6 +143,9 @@ def _row(check):
     else:
         checked = "none (kinks)"
     worst = numerical = analytical = ""
+    if _near_zero(check):
+        status = "ok (gradient ~0)"
+        numerical, analytical = _sci(check.numerical), _sci(check.analytical)
     if check.status == "mismatch":
         if check.worst_index is not None:
             worst = str(list(check.worst_index))

@@ -75,6 +75,23 @@ class PreflightReport:
     def findings(self):
         return [finding for item in self.items for finding in item.findings]
 
+    @property
+    def verdict(self):
+        """``all 12 checks passed``, or ``11 passed, 1 skipped (stale gradients: give
+        train_step to check your loop)``, or ``2 of 12 FAILED, ...``: a skipped item is
+        not a passed one."""
+        counts = {status: sum(item.status == status for item in self.items)
+                  for status in (PASS, FAIL, SKIP)}
+        skipped = [item for item in self.items if item.status == SKIP]
+        if not counts[FAIL] and not skipped:
+            return f"all {len(self.items)} checks passed"
+        parts = [f"{counts[FAIL]} of {len(self.items)} FAILED"] if counts[FAIL] else []
+        parts.append(f"{counts[PASS]} passed")
+        if skipped:
+            reasons = "; ".join(f"{item.name}: {item.summary}" for item in skipped)
+            parts.append(f"{len(skipped)} skipped ({reasons})")
+        return ", ".join(parts)
+
     def item(self, name):
         return next(item for item in self.items if item.name == name)
 
@@ -83,9 +100,7 @@ class PreflightReport:
                             "items": [item.to_dict() for item in self.items]})
 
     def __str__(self):
-        failed = sum(item.status == FAIL for item in self.items)
-        verdict = "all checks passed" if not failed else f"{failed} of {len(self.items)} FAILED"
-        lines = [f"preflight: {verdict} ({self.model})"]
+        lines = [f"preflight: {self.verdict} ({self.model})"]
         width = max(len(item.name) for item in self.items)
         for item in self.items:
             lines.append(f"  {item.status}  {item.name:<{width}}  {item.summary}")

@@ -168,3 +168,71 @@ def test_a_softmax_before_cross_entropy_still_fails_overfit():
     model = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 3), nn.Softmax(dim=1))
     result = overfit_one_batch(model, F.cross_entropy, x, y, steps=100, patience=0)
     assert not result.passed and result.target_loss < 0.06
+
+
+# ---------------------------------------------- check_gradients trusts the loss (item 1)
+def test_check_gradients_accepts_a_loss_that_squeezes_the_output():
+    from diagnostics import check_gradients
+    torch.manual_seed(0)
+    x, t = _regression(rows=6)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    report = check_gradients(model, lambda p, y: F.mse_loss(p.squeeze(-1), y), x, t)
+    assert report.passed, str(report)
+
+
+@pytest.mark.filterwarnings("ignore:Using a target size")
+def test_check_gradients_still_refuses_a_loss_that_broadcasts():
+    from diagnostics import check_gradients
+    from diagnostics.errors import DiagnosticsError
+    torch.manual_seed(0)
+    x, t = _regression(rows=6)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    with pytest.raises(DiagnosticsError, match=r"targets: expected shape \(6, 1\).*got shape "
+                                               r"\(6,\): loss_fn broadcasts them"):
+        check_gradients(model, F.mse_loss, x, t)
+
+
+def test_class_index_layouts_are_named_readably_when_the_loss_raises():
+    from diagnostics import check_gradients
+    from diagnostics.errors import DiagnosticsError
+
+    class Sequence(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 5)
+
+        def forward(self, x):
+            return self.fc(x)                 # (N, T, V)
+
+    x = torch.randn(3, 2, 4)
+    with pytest.raises(DiagnosticsError) as caught:
+        check_gradients(Sequence(), F.cross_entropy, x, torch.zeros(2, 3, dtype=torch.long))
+    assert ("targets: expected class indices of shape (3, 5) (classes on axis 1) or (3, 2) "
+            "(classes on the last axis) for a model output of shape (3, 2, 5), got shape "
+            "(2, 3); loss_fn raised") in str(caught.value)
+
+
+def test_preflight_summary_counts_skipped_items():
+    from diagnostics import preflight
+    torch.manual_seed(0)
+    x, y = _classification(rows=16)
+    report = preflight(nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3)),
+                       F.cross_entropy, x, y)
+    skipped = [item for item in report.items if item.status == "SKIP"]
+    assert skipped and report.passed
+    head = str(report).splitlines()[0]
+    assert "all checks passed" not in head
+    assert f"{len(skipped)} skipped (stale gradients: give train_step" in head
+
+
+def test_a_gradient_of_about_zero_is_not_an_unexplained_ok_next_to_error_1():
+    from diagnostics import check_gradients
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 1, 6, 6), torch.randint(0, 3, (8,))
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(64, 3))
+    report = check_gradients(model, F.cross_entropy, x, y)
+    assert report.passed and report.parameters["0.bias"].max_rel_error > 0.5
+    row = next(line for line in str(report).splitlines() if line.startswith("0.bias"))
+    assert "ok (gradient ~0)" in row
+    assert "note: gradient ~0 at 0.bias (|numerical - analytical|" in str(report)

@@ -236,3 +236,12 @@ def test_a_gradient_of_about_zero_is_not_an_unexplained_ok_next_to_error_1():
     row = next(line for line in str(report).splitlines() if line.startswith("0.bias"))
     assert "ok (gradient ~0)" in row
     assert "note: gradient ~0 at 0.bias (|numerical - analytical|" in str(report)
+
+
+def test_loss_plateau_points_to_the_lr_finder_that_exists():
+    import diagnostics
+    from tests.diagnostics.test_monitor_lifecycle import feed
+    noise = np.random.default_rng(0).normal(0.0, 0.002, 300)
+    plateau = next(f for f in feed(1.0 + noise).findings if f.code == "LOSS_PLATEAU")
+    assert "diagnostics.find_lr(model, loss_fn, (inputs, targets))" in plateau.suggestion
+    assert "gradhunt preflight" not in plateau.suggestion and callable(diagnostics.find_lr)

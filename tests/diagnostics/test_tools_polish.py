@@ -245,3 +245,30 @@ def test_loss_plateau_points_to_the_lr_finder_that_exists():
     plateau = next(f for f in feed(1.0 + noise).findings if f.code == "LOSS_PLATEAU")
     assert "diagnostics.find_lr(model, loss_fn, (inputs, targets))" in plateau.suggestion
     assert "gradhunt preflight" not in plateau.suggestion and callable(diagnostics.find_lr)
+
+
+# ------------------------------------------------------------------ validate_data (item 3)
+def test_integer_token_ids_are_not_features_to_normalise():
+    from diagnostics import validate_data
+    ids = np.random.default_rng(0).integers(0, 1000, (64, 32))
+    report = validate_data(ids)
+    assert report.passed
+    assert [(f.code, f.severity) for f in report.findings] == [("UNNORMALIZED_INPUT", "info")]
+    assert "ids or categories" in report.findings[0].message
+    pixels = np.random.default_rng(0).integers(0, 256, (64, 32)).astype(np.uint8)
+    assert not validate_data(pixels).passed       # raw uint8 pixels are still judged
+
+
+def test_validate_data_reads_a_dataloader():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from diagnostics import validate_data
+    rng = np.random.default_rng(0)
+    x = torch.tensor(rng.standard_normal((40, 3)), dtype=torch.float32)
+    y = torch.tensor(np.r_[np.zeros(38), np.ones(2)], dtype=torch.long)
+    x[5, 1] = float("nan")
+    report = validate_data(DataLoader(TensorDataset(x, y), batch_size=16))
+    assert report.counts["train_rows"] == 40 and report.counts["train_batches_read"] == 3
+    assert {f.code for f in report.findings} >= {"DATA_NONFINITE", "LABEL_IMBALANCE"}
+    nan = next(f for f in report.findings if f.code == "DATA_NONFINITE")
+    assert list(nan.evidence["example_rows"]) == [5]

@@ -272,3 +272,46 @@ def test_validate_data_reads_a_dataloader():
     assert {f.code for f in report.findings} >= {"DATA_NONFINITE", "LABEL_IMBALANCE"}
     nan = next(f for f in report.findings if f.code == "DATA_NONFINITE")
     assert list(nan.evidence["example_rows"]) == [5]
+
+
+# ------------------------------------------------------------ batch independence (item 4)
+class _SeqFirstOutput(nn.Module):
+    """An LSTM fed (batch, seq, features) whose output is transposed to (seq, batch, ...)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(5, 6, batch_first=True)
+        self.head = nn.Linear(6, 4)
+
+    def forward(self, x):
+        out, _ = self.rnn(x)
+        return self.head(out).transpose(0, 1)
+
+
+def test_an_output_with_the_batch_on_another_axis_is_batch_mixing():
+    from diagnostics import check_batch_independence
+    torch.manual_seed(0)
+    result = check_batch_independence(_SeqFirstOutput(), torch.randn(3, 7, 5))
+    assert not result.passed and [f.code for f in result] == ["BATCH_MIXING"]
+    assert result[0].message.startswith(
+        "the output's first axis is 7, not the batch size 3: the batch axis moved "
+        "(a transpose/view)")
+    assert result[0].evidence["batch_axis"] == 1
+    assert str(result).startswith("batch independence: FAILED\n  [error] BATCH_MIXING")
+
+
+def test_the_one_shot_checks_return_a_result_like_the_other_tools():
+    import diagnostics
+    import gradhunt
+    from diagnostics import CheckResult, check_batch_independence, check_label_range
+    torch.manual_seed(0)
+    quiet = check_batch_independence(nn.Linear(4, 2), torch.randn(3, 4))
+    assert isinstance(quiet, CheckResult) and quiet == [] and quiet.passed
+    assert str(quiet) == "batch independence: PASSED\n  no findings"
+    labels = check_label_range(np.arange(1, 201) % 10 + 1, num_classes=10)
+    assert not labels.passed and labels.findings[0].code == "LABEL_RANGE"
+    assert labels.to_dict()["passed"] is False and str(labels).startswith("label range: FAILED")
+    for name in ("check_batch_independence", "check_label_range", "check_batch_label_order",
+                 "CheckResult"):
+        assert name in diagnostics.__all__ and getattr(gradhunt, name) is getattr(diagnostics,
+                                                                                  name)

@@ -180,6 +180,16 @@ def test_check_gradients_accepts_a_loss_that_squeezes_the_output():
     assert report.passed, str(report)
 
 
+def test_preflight_checks_gradients_of_a_loss_that_squeezes_the_output():
+    from diagnostics import preflight
+    torch.manual_seed(0)
+    x, t = _regression(rows=16)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    report = preflight(model, lambda p, y: F.mse_loss(p.squeeze(-1), y), x, t)
+    assert report.item("gradient check").status == "PASS", str(report)
+    assert report.item("shapes").status == "PASS" and report.passed
+
+
 @pytest.mark.filterwarnings("ignore:Using a target size")
 def test_check_gradients_still_refuses_a_loss_that_broadcasts():
     from diagnostics import check_gradients

@@ -3,8 +3,12 @@
 ``(N, C, ...)`` scores with ``(N, ...)`` targets (torch's ``cross_entropy``), and
 ``(N, ..., C)`` scores with ``(N, ...)`` targets (the sequence-model layout: logits ``(B, T,
 V)``, labels ``(B, T)``, a loss that flattens both). Anything else is left to the user's loss
-function, which is the authority on how its arguments meet.
+function, which is the authority on how its arguments meet; ``rows_coupled`` asks it
+whether it compares examples with each other's targets (a broadcast).
 """
+import numpy as np
+
+from . import outputs
 
 
 def class_axis(output_shape, target_shape):
@@ -22,3 +26,27 @@ def class_axis(output_shape, target_shape):
 
 def class_count(output_shape, axis):
     return int(tuple(output_shape)[axis])
+
+
+def rows_coupled(backend, loss_fn, output, key, logits, targets):
+    """True when ``loss_fn``'s gradient for the first example moves with the other examples'
+    targets: a loss that broadcasts ``(N, 1)`` against ``(N,)`` compares every output with
+    every target. A per-example loss (one that squeezes or reshapes by itself) keeps them
+    apart, and its layout is not questioned. ``logits`` (ndarray) sits at ``key`` in
+    ``output``; ``targets`` is an ndarray of floats."""
+    if targets.dtype.kind != "f" or len(targets) < 2:
+        return False
+    like = next((p for _, p in backend.named_parameters()), None)
+    shifted = targets.copy()
+    shifted[1:] += 1.0
+    first_rows = []
+    for values in (targets, shifted):
+        leaf = backend.from_numpy(logits.copy(), like=like)
+        leaf.requires_grad_(True)
+        probe = outputs.replace(output, key, leaf)
+        with backend.enable_grad():
+            backend.backward(loss_fn(probe, backend.from_numpy(values, like=like)))
+        if leaf.grad is None:
+            return False
+        first_rows.append(backend.to_numpy(leaf.grad)[0])
+    return not np.allclose(first_rows[0], first_rows[1], rtol=1e-5, atol=1e-12)

@@ -3,7 +3,7 @@
 ``GradhuntTrainerCallback`` (``transformers.Trainer``). A callback imports its framework only
 when it is first used."""
 from diagnostics import integrations as _integrations
-from diagnostics.integrations import TrainingWatch
+from diagnostics.integrations import TrainingWatch  # noqa: F401  (eager: no framework import)
 
 __all__ = list(_integrations.__all__)
 

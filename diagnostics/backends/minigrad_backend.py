@@ -51,9 +51,6 @@ class MinigradBackend(Backend):
         return float(np.asarray(data).reshape(-1)[0])
 
     # ------------------------------------------------------------------ state
-    def node_inputs(self, node):
-        return [getattr(x, "grad_fn", None) for x in node.inputs]
-
     def _copy_tensor(self, tensor):
         data = tensor.data if isinstance(tensor, Tensor) else tensor
         return np.array(data, copy=True)

@@ -78,9 +78,6 @@ class TorchBackend(Backend):
         return _TensorHookHandle(tensor, hook)
 
     # ------------------------------------------------------------------ state
-    def node_inputs(self, node):
-        return [child for child, _ in node.next_functions]
-
     def _copy_tensor(self, tensor):
         return tensor.detach().clone()
 

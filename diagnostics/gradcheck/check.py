@@ -20,7 +20,8 @@ from .localize import INTERNAL, LOSS, locate
 from .patterns import classify
 from .points import INPUT, OUTPUT, Instrument
 from .probing import Prober, Target
-from .report import MISMATCH, OK, UNCHECKED, Culprit, GradientReport, TensorCheck
+from .report import (MISMATCH, NOT_DIFFERENTIATED, OK, UNCHECKED, Culprit, GradientReport,
+                     TensorCheck)
 from .settings import Settings
 
 
@@ -75,6 +76,7 @@ class _GradientCheck:
         loss_0 = self.evaluator.check_deterministic(analytic.loss)
         self.prober = Prober(self.evaluator, self.settings, loss_0)
         self.points = analytic.points
+        self.unreached = analytic.unreached
         self.targets = {name: Target(name, grad, parameter=name)
                         for name, grad in analytic.parameters.items()}
         self.targets.update({p.key: Target(p.label, analytic.point_gradients[p.key], point=p)
@@ -103,6 +105,8 @@ class _GradientCheck:
 
     # ------------------------------------------------------------------ checks
     def _check_parameter(self, name):
+        if name in self.unreached:    # no_grad or detach in forward: nothing to compare
+            return
         target = self.targets[name]
         if self.settings.mode == "full":
             self.elements[name] = self.prober.elements(target, np.arange(target.analytic.size))
@@ -115,6 +119,8 @@ class _GradientCheck:
     def _check_point(self, point, value):
         """Random directions over the elements away from kinks (see ``_smooth_support``);
         where those still land on kinks, one round per chunk."""
+        if point.key in self.unreached:   # detached after this point: nothing to compare
+            return
         target, support = self.targets[point.key], _smooth_support(value)
         if support is not None:
             self.supports[point.key] = support
@@ -124,6 +130,8 @@ class _GradientCheck:
         self.probings[point.key] = probing
 
     def _status(self, key):
+        if key in self.unreached:
+            return NOT_DIFFERENTIATED
         statuses = set()
         if key in self.probings:
             statuses.add(self.probings[key].status)
@@ -263,6 +271,9 @@ class _GradientCheck:
         findings += [_declared_finding(b, self._module_type(b.module), checks[b.evidence],
                                        consequences) for b in intended]
         failed = bool(births) or any(not explained(k) for k in mismatched)
+        unreached = [name for name in parameter_names if name in self.unreached]
+        if unreached:
+            findings.append(_not_differentiated_finding(unreached))
         notes = _notes(checks.values())
         if intended:
             notes.append("gradients upstream of a declared module are changed on purpose and "
@@ -348,6 +359,17 @@ def _declared_finding(birth, module_type, check, consequences):
         {"declared": True, "module": birth.module, "module_type": module_type,
          "check": check.to_dict(),
          "consequences": list(consequences)})
+
+
+def _not_differentiated_finding(names):
+    return Finding(
+        "NO_GRADIENT", "info", names[0],
+        f"not differentiated by design (no_grad/detach in forward): the loss's graph does not "
+        f"reach {', '.join(names)}, so backward gives them no gradient and they were not "
+        f"compared with finite differences",
+        "nothing to fix for a frozen part; if these parameters should learn, remove the "
+        "torch.no_grad()/.detach() around the code that uses them",
+        {"parameters": list(names)})
 
 
 def _unlocated_finding(check, faulty):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DiagnosticsError
-from .calls import check_loss, check_output
+from .calls import broadcasts, check_loss, layout_mismatch
 from .kinks import ROUNDING
 from .points import INPUT
 
@@ -24,6 +24,7 @@ class Analytic:
     points: list       # Points in forward order
     point_gradients: dict  # point key -> gradient (zeros where none arrived)
     point_values: dict     # point key -> value
+    unreached: frozenset = frozenset()   # parameters and point keys with no path to the loss
 
 
 class Evaluator:
@@ -41,6 +42,7 @@ class Evaluator:
         self.instrument.start_pass(record=True)
         try:
             output, loss = self._run(checked=True)
+            reached = _graph_reach(self.backend, loss)
             self.backward_passes += 1
             try:
                 self.backend.backward(loss)
@@ -57,8 +59,12 @@ class Evaluator:
         points = list(self.instrument.points)
         point_gradients = {p.key: self.instrument.gradients.get(p.key, np.zeros(p.shape))
                            for p in points}
+        unreached = {name for name, param in self.backend.named_parameters()
+                     if name in gradients and id(param) not in reached}
+        unreached |= {p.key for p in points
+                      if id(self.instrument.graph_node(p.key)) not in reached}
         return Analytic(self.backend.scalar(loss), gradients, points, point_gradients,
-                        dict(self.instrument.values))
+                        dict(self.instrument.values), frozenset(unreached))
 
     def loss(self, *, parameter=None, point=None, delta=None, capture=None, replay=False,
              keep=False):
@@ -150,12 +156,24 @@ class Evaluator:
         self.backend.set_rng_state(self.random_state)
         self.forward_evaluations += 1
         output = self._forward(checked)
-        if checked:
-            check_output(self.backend, output, self.batch)
         loss = self._loss(output, checked)
         if checked:
             check_loss(self.backend, loss)
+            self._check_broadcast(output)
         return output, loss
+
+    def _check_broadcast(self, output):
+        """Targets of another shape than the logits that the loss broadcasts against them
+        (each example compared with every target): the check would differentiate a loss
+        that is not the one meant. A loss that squeezes or reshapes by itself is trusted."""
+        expected = layout_mismatch(self.backend, output, self.batch)
+        if expected is None:
+            return
+        if broadcasts(self.backend, output, self.batch):
+            raise DiagnosticsError(
+                f"targets: expected {expected}, got shape {tuple(self.batch.targets.shape)}: "
+                f"loss_fn broadcasts them, comparing every example with every target "
+                f"(make them equal: output.squeeze(-1) or targets.view_as(output))")
 
     def _forward(self, checked):
         if not checked:
@@ -177,6 +195,12 @@ class Evaluator:
         except DiagnosticsError:
             raise
         except Exception as error:
+            expected = layout_mismatch(self.backend, output, self.batch)
+            if expected is not None:
+                raise DiagnosticsError(
+                    f"targets: expected {expected}, got shape "
+                    f"{tuple(self.batch.targets.shape)}; loss_fn raised "
+                    f"{type(error).__name__}: {error}") from error
             raise DiagnosticsError(
                 f"loss_fn: expected loss_fn(output, targets) to run on the model's output; it "
                 f"raised {type(error).__name__}: {error}") from error
@@ -191,3 +215,24 @@ def _in_place_message(mutating, first, second):
             f"and the gradient check, which reads each module's input through an identity, "
             f"sees two different losses ({first!r} and {second!r}). Use the out-of-place form "
             f"(inplace=False, h = h.relu()) or clone what you keep (skip = h.clone()).")
+
+
+def _graph_reach(backend, loss):
+    """The ids of the graph nodes and leaf tensors the loss's graph reaches (torch's
+    ``AccumulateGrad`` nodes hold leaves as ``variable``, minigrad's nodes as ``inputs``): a
+    parameter or point outside it was used under no_grad or detached, so backward cannot give
+    it a gradient (a custom backward that returns None for it is inside, and still checked)."""
+    found, seen = set(), set()
+    stack = [getattr(loss, "grad_fn", None)]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        found.add(id(node))
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            found.add(id(variable))
+        found.update(id(value) for value in getattr(node, "inputs", ()) or ())
+        stack.extend(backend.node_inputs(node))
+    return found

@@ -193,6 +193,10 @@ class Instrument:
         self._nodes[key] = twin
         return twin
 
+    def graph_node(self, key):
+        """The graph node of the identity in front of the recorded point ``key``."""
+        return self._nodes[key].grad_fn
+
     def upstream(self, key):
         """The keys of the points the recorded point ``key`` was computed from, itself
         included: a walk of the graph from its identity node back to the inputs."""

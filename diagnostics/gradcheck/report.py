@@ -7,14 +7,16 @@ from ..jsonable import to_jsonable
 from .report_text import render
 
 OK, MISMATCH, UNCHECKED = "ok", "mismatch", "unchecked"
+NOT_DIFFERENTIATED = "not differentiated"   # no path from the parameter to the loss
 
 
 @dataclass(frozen=True)
 class TensorCheck:
     """The check of one gradient: a parameter's, or the one at a module's input or output.
 
-    ``status``: "ok", "mismatch", or "unchecked" (every probe landed on a non-differentiable
-    point). ``directions``: random directions measured; ``kinks``: probes or elements left out
+    ``status``: "ok", "mismatch", "unchecked" (every probe landed on a non-differentiable
+    point), or "not differentiated" (the forward uses the parameter under no_grad or detached:
+    backward cannot reach it, so finite differences are not compared with it). ``directions``: random directions measured; ``kinks``: probes or elements left out
     at non-differentiable points. The ``worst_*`` fields describe the worst single element
     checked (``worst_index`` None when no element was checked one by one); otherwise
     ``numerical`` and ``analytical`` are the worst directional derivative's.

@@ -1,6 +1,7 @@
 """The text of a ``GradientReport``: a headline, each culprit, then a table of parameters."""
 
 MAX_ROWS = 12   # parameter rows shown; faulty ones always are
+NEAR_ZERO_REL = 1e-2   # an "ok" this far off in relative terms passed on the absolute error
 
 _PATHS = {"input": "input path", "internal": "own code between its sub-modules"}
 
@@ -10,15 +11,38 @@ def render(report):
     for cause in report.causes:
         lines += [""] + _cause_lines(cause, report.points)
     lines += [""] + _table(report)
-    lines += [f"note: {note}" for note in report.notes]
+    lines += [f"note: {note}" for note in report.notes + _near_zero_notes(report)]
     return "\n".join(lines)
+
+
+def _near_zero(check):
+    return check.status == "ok" and check.max_rel_error > NEAR_ZERO_REL
+
+
+def _near_zero_notes(report):
+    """Why an "ok" sits next to a large relative error: both gradients are about zero."""
+    near = [c for c in report.parameters.values() if _near_zero(c)]
+    if not near:
+        return []
+    shown = ", ".join(f"{c.name} (|numerical - analytical| {_absolute(c)})" for c in near)
+    return [f"gradient ~0 at {shown}: a relative error means nothing there, the absolute "
+            f"error is within atol (a bias before a normalisation has a true gradient of 0)"]
+
+
+def _absolute(check):
+    if check.numerical is None or check.analytical is None:
+        return "n/a"
+    return f"{abs(check.numerical - check.analytical):.1e}"
 
 
 def headline(report):
     if report.passed:
-        return (f"Gradient check passed: {len(report.parameters)} parameter gradients and "
-                f"{len(report.points)} gradients at module boundaries agree with finite "
-                f"differences.")
+        skipped = sum(c.status == "not differentiated" for c in report.parameters.values())
+        aside = (f" ({skipped} parameter(s) not differentiated by design: no_grad/detach in "
+                 f"forward)" if skipped else "")
+        return (f"Gradient check passed: {len(report.parameters) - skipped} parameter gradients "
+                f"and {len(report.points)} gradients at module boundaries agree with finite "
+                f"differences{aside}.")
     if not report.causes:
         return (f"Gradient check FAILED: {len(report.faulty)} parameter gradient(s) disagree "
                 f"with finite differences; where they go wrong could not be pinned down.")
@@ -106,8 +130,11 @@ def _table(report):
 
 
 def _row(check):
-    status = {"ok": "ok", "mismatch": "WRONG", "unchecked": "unchecked"}[check.status]
-    if check.elements_checked and check.elements_checked == check.size:
+    status = {"ok": "ok", "mismatch": "WRONG", "unchecked": "unchecked",
+              "not differentiated": "no graph path"}[check.status]
+    if check.status == "not differentiated":
+        checked = "none (no_grad/detach)"
+    elif check.elements_checked and check.elements_checked == check.size:
         checked = f"all {check.size} elements"
     elif check.elements_checked:
         checked = f"{check.elements_checked} of {check.size} elements"
@@ -116,11 +143,15 @@ def _row(check):
     else:
         checked = "none (kinks)"
     worst = numerical = analytical = ""
+    if _near_zero(check):
+        status = "ok (gradient ~0)"
+        numerical, analytical = _sci(check.numerical), _sci(check.analytical)
     if check.status == "mismatch":
         if check.worst_index is not None:
             worst = str(list(check.worst_index))
         numerical, analytical = _sci(check.numerical), _sci(check.analytical)
-    return (check.name, str(check.shape), status, f"{check.max_rel_error:.1e}", checked, worst,
+    error = "-" if check.status == "not differentiated" else f"{check.max_rel_error:.1e}"
+    return (check.name, str(check.shape), status, error, checked, worst,
             numerical, analytical)
 
 

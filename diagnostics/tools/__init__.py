@@ -4,6 +4,7 @@ Overfit one batch, LR range test, preflight checklist, dead-unit revival, data v
 batch independence and label checks.
 """
 from .batch_independence import check_batch_independence
+from .check_result import CheckResult
 from .data_validation import DataReport, validate_data
 from .label_checks import check_batch_label_order, check_label_range
 from .lr_finder import LRFinderResult, find_lr
@@ -14,4 +15,4 @@ from .revive import RevivalReport, revive_dead_units
 __all__ = ["OverfitResult", "overfit_one_batch", "LRFinderResult", "find_lr", "RevivalReport",
            "revive_dead_units", "DataReport", "validate_data", "PreflightReport", "CheckItem",
            "preflight", "check_batch_independence", "check_label_range",
-           "check_batch_label_order"]
+           "check_batch_label_order", "CheckResult"]

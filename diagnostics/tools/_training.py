@@ -158,11 +158,16 @@ def logits_array(backend, output, key):
     return backend.to_numpy(logits) if backend.is_tensor(logits) else None
 
 
-def accuracy(logits, targets):
-    """Fraction of argmax-correct predictions for class-index targets, else None."""
+def class_axis_of(logits, targets):
+    """The class axis of ``logits`` (ndarray) for integer class-index ``targets``, or None."""
     if logits is None or targets is None or not np.issubdtype(targets.dtype, np.integer):
         return None
-    axis = class_axis(logits.shape, targets.shape)
+    return class_axis(logits.shape, targets.shape)
+
+
+def accuracy(logits, targets):
+    """Fraction of argmax-correct predictions for class-index targets, else None."""
+    axis = class_axis_of(logits, targets)
     if axis is None:
         return None
     return float(np.mean(np.argmax(logits, axis=axis) == targets))

@@ -23,6 +23,7 @@ import numpy as np
 from ..backends import get_backend
 from ..errors import DiagnosticsError, require
 from ..findings import Finding
+from .check_result import CheckResult
 
 _HOOK_WARNINGS = ("Full backward hook is firing", "For backward hooks to be called")
 LEAK = 1e-9          # a gradient share above this (relative to the largest) is a dependence
@@ -38,8 +39,14 @@ def check_batch_independence(model, inputs, *, causal=False, output=None, seed=0
     position t (second axis of output and inputs) depends only on positions <= t.
     ``output``: picks the prediction from the model's output when it is a tuple or dict (a
     callable, an index or a key); by default the first tensor, or ``"logits"``.
-    The model is not changed: the check works on a copy.
+    The model is not changed: the check works on a copy. Returns a ``CheckResult`` (a list
+    of findings with ``passed`` and a readable ``str()``).
     """
+    return CheckResult(_check(model, inputs, causal=causal, output=output, seed=seed),
+                       check="batch independence")
+
+
+def _check(model, inputs, *, causal, output, seed):
     backend = get_backend(model)
     require(backend.name == "torch", "model", "a torch.nn.Module (the check reads input "
             "gradients through torch's autograd)", backend.name)
@@ -145,9 +152,10 @@ class _Probe:
 
 
 def _batch_findings(probe, result, rng):
-    require(result.dim() >= 1 and result.shape[0] == probe.rows, "output",
-            f"a prediction with the batch ({probe.rows} examples) on its first axis",
-            f"shape {tuple(result.shape)}")
+    require(result.dim() >= 1, "output", f"a prediction per example ({probe.rows} examples)",
+            "a scalar")
+    if result.shape[0] != probe.rows:
+        return [_moved_batch_axis(probe.rows, tuple(result.shape))]
     rows = sorted({0, probe.rows - 1})[:ROWS]
     for row in rows:
         weight = probe.torch.zeros_like(result)
@@ -169,6 +177,23 @@ def _batch_findings(probe, result, rng):
                 "(batch, seq, ...) without batch_first=True",
                 {"row": row, "other_row": other, "leak": share, "module": where})]
     return []
+
+
+def _moved_batch_axis(rows, shape):
+    """BATCH_MIXING for an output whose first axis is not the batch: a transpose or view moved
+    the batch axis, so row i of the output is not example i's prediction."""
+    found = [axis for axis, size in enumerate(shape) if size == rows]
+    where = (f"; the batch size is on axis {found[0]}" if found else
+             "; no axis of the output has the batch size")
+    return Finding(
+        "BATCH_MIXING", "error", None,
+        f"the output's first axis is {shape[0]}, not the batch size {rows}: the batch axis "
+        f"moved (a transpose/view) in the output of shape {shape}{where}; a loss reading rows "
+        f"as examples compares predictions with the wrong targets",
+        "put the batch back on the first axis with permute/transpose (not view/reshape), or "
+        "use batch_first=True in RNN/attention layers",
+        {"batch_size": rows, "output_shape": list(shape),
+         "batch_axis": found[0] if found else None})
 
 
 def _causal_findings(probe, result, rng, steps):

@@ -23,6 +23,7 @@ MEAN_LIMIT = 3.0          # a feature's |mean| above this is "far from zero"
 STD_LIMITS = (0.01, 10.0)  # a feature's std outside this is "far from one" (below: only when
                            # the median feature's std is below it too)
 EXAMPLES = 5              # example indices shown per finding
+MAX_BATCHES = 200         # batches read from a DataLoader (an iterable of (x, y) batches)
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -55,7 +56,18 @@ def validate_data(train_x, train_y=None, *, test_x=None, test_y=None, num_classe
     """Check a data set; arrays or tensors (torch, minigrad), one example per row (first axis).
 
     ``num_classes``: the width of the model's output, for class labels; when given, the
-    labels are checked against it (LABEL_RANGE)."""
+    labels are checked against it (LABEL_RANGE). ``train_x`` (``test_x``) may instead be an
+    iterable of ``(x, y)`` batches, a DataLoader, with ``train_y`` (``test_y``) left out: the
+    first ``MAX_BATCHES`` batches are concatenated. Integer inputs other than uint8 pixels are
+    read as ids or categories (an embedding's input) and not judged for scale."""
+    counts = {}
+    if _is_batches(train_x):
+        require(train_y is None, "train_y", "to be left out when train_x is a DataLoader",
+                "both")
+        train_x, train_y, counts["train_batches_read"] = _from_batches(train_x, "train_x")
+    if _is_batches(test_x):
+        require(test_y is None, "test_y", "to be left out when test_x is a DataLoader", "both")
+        test_x, test_y, counts["test_batches_read"] = _from_batches(test_x, "test_x")
     train_x = _as_array(train_x, "train_x", minimum_ndim=1)
     train_y = None if train_y is None else _as_array(train_y, "train_y", minimum_ndim=1)
     test_x = None if test_x is None else _as_array(test_x, "test_x", minimum_ndim=1)
@@ -70,7 +82,7 @@ def validate_data(train_x, train_y=None, *, test_x=None, test_y=None, num_classe
                 f"rows of shape {train_x.shape[1:]} like train_x", f"{test_x.shape[1:]}")
         _check_rows(test_x, test_y, "test_y", "test_x")
     findings = []
-    counts = {"train_rows": len(train_x)}
+    counts = {"train_rows": len(train_x), **counts}
     if test_x is not None:
         counts["test_rows"] = len(test_x)
     for name, array in (("train_x", train_x), ("train_y", train_y), ("test_x", test_x),
@@ -92,6 +104,46 @@ def validate_data(train_x, train_y=None, *, test_x=None, test_y=None, num_classe
     return DataReport(findings=findings, counts=counts)
 
 
+def _is_batches(value):
+    """An iterable of batches (a DataLoader, a list of (x, y) pairs), not an array."""
+    return (value is not None and not _array_like(value) and hasattr(value, "__iter__")
+            and not isinstance(value, (str, bytes, dict)))
+
+
+def _array_like(value):
+    return (isinstance(value, np.ndarray) or (hasattr(value, "detach") and hasattr(value, "cpu"))
+            or isinstance(getattr(value, "data", None), np.ndarray))
+
+
+def _from_batches(batches, argument):
+    """``(x, y or None, batches read)``: the first ``MAX_BATCHES`` ``(x, y)`` batches (or
+    ``x`` alone) of ``batches``, concatenated along the rows."""
+    xs, ys, read = [], [], 0
+    for batch in batches:
+        if read == MAX_BATCHES:
+            break
+        if isinstance(batch, (tuple, list)):
+            if not all(_array_like(part) for part in batch) or len(batch) not in (1, 2):
+                raise DiagnosticsError(
+                    f"{argument}: expected a NumPy array, a tensor, or an iterable of (x, y) "
+                    f"batches (a DataLoader), got a {type(batches).__name__} whose item "
+                    f"{read} is a {type(batch).__name__} of {len(batch)} "
+                    f"{type(batch[0]).__name__ if batch else 'item'}s")
+            xs.append(_as_array(batch[0], f"{argument} batch {read} x", minimum_ndim=1))
+            if len(batch) == 2:
+                ys.append(_as_array(batch[1], f"{argument} batch {read} y", minimum_ndim=1))
+        else:
+            require(_array_like(batch), argument,
+                    "an iterable of (x, y) batches of arrays or tensors (a DataLoader)",
+                    f"a batch of type {type(batch).__name__}")
+            xs.append(_as_array(batch, f"{argument} batch {read}", minimum_ndim=1))
+        read += 1
+    require(read > 0, argument, "at least one batch", "an empty iterable")
+    require(not ys or len(ys) == len(xs), argument, "every batch an (x, y) pair",
+            "some batches without y")
+    return np.concatenate(xs), (np.concatenate(ys) if ys else None), read
+
+
 def _as_array(value, argument, *, minimum_ndim):
     if isinstance(value, np.ndarray):
         array = value
@@ -100,7 +152,8 @@ def _as_array(value, argument, *, minimum_ndim):
     elif hasattr(value, "data") and isinstance(getattr(value, "data"), np.ndarray):
         array = value.data  # a minigrad Tensor
     else:
-        raise DiagnosticsError(f"{argument}: expected a NumPy array or a tensor, got "
+        raise DiagnosticsError(f"{argument}: expected a NumPy array, a tensor, or an iterable "
+                               f"of (x, y) batches (a DataLoader), got "
                                f"{type(value).__module__}.{type(value).__qualname__}")
     require(array.ndim >= minimum_ndim and len(array) > 0, argument,
             "at least one row (an array with a first axis of length >= 1)", f"shape {array.shape}")
@@ -235,6 +288,15 @@ def _normalisation(x):
     """Per-feature (per channel for images) mean and std over the finite training values."""
     if x.dtype.kind == "b":
         return []
+    if x.dtype.kind in "iu" and x.dtype != np.uint8:   # uint8: pixels, judged below
+        return [Finding(
+            "UNNORMALIZED_INPUT", "info", "data",
+            f"the inputs are integers ({x.dtype}, values {x.min()} to {x.max()}): read as ids "
+            f"or categories (an embedding's input), not as features to standardise; not "
+            f"checked for scale",
+            "nothing to do for token ids or category codes; if these are measurements, "
+            "convert them to float and standardise them",
+            {"dtype": str(x.dtype), "min": x.min(), "max": x.max()})]
     mean, std, single_valued = _feature_stats(_feature_matrix(x))
     known = np.isfinite(mean) & np.isfinite(std)
     constant = np.flatnonzero(known & single_valued)

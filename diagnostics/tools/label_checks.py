@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import DiagnosticsError, require
 from ..findings import Finding
+from .check_result import CheckResult
 
 EXPECTED_PER_CLASS = 5      # an edge unit is "never used" only when it would be a target this often
 SORTED_CHANCE = 1e-6        # a batch order this unlikely under shuffling is "sorted"
@@ -26,8 +27,13 @@ def check_label_range(targets, *, num_classes):
     """LABEL_RANGE findings for class-index ``targets`` against ``num_classes`` output units.
 
     ``targets``: all training labels (1-D integer array or tensor, or integral floats);
-    ``num_classes``: the width of the model's output. Returns [] for regression targets.
+    ``num_classes``: the width of the model's output. Returns a ``CheckResult`` (a list of
+    findings with ``passed`` and a readable ``str()``), empty for regression targets.
     """
+    return CheckResult(_label_range(targets, num_classes=num_classes), check="label range")
+
+
+def _label_range(targets, *, num_classes):
     labels = _class_indices(targets, "targets")
     require(isinstance(num_classes, (int, np.integer)) and not isinstance(num_classes, bool)
             and num_classes >= 2, "num_classes", "an int >= 2 (the model's output width)",
@@ -71,8 +77,12 @@ def check_batch_label_order(batches):
 
     ``batches``: the labels of the first few batches, in the order the loader yields them
     (a list of 1-D arrays or tensors; at least 2 batches of at least 2 labels each are
-    needed to judge). Returns [] for regression targets.
+    needed to judge). Returns a ``CheckResult``, empty for regression targets.
     """
+    return CheckResult(_batch_label_order(batches), check="batch label order")
+
+
+def _batch_label_order(batches):
     require(not isinstance(batches, (str, bytes)) and hasattr(batches, "__iter__"), "batches",
             "a list of label arrays, one per batch", type(batches).__name__)
     labels = [_class_indices(batch, f"batches[{i}]") for i, batch in enumerate(batches)]

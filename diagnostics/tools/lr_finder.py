@@ -47,16 +47,22 @@ class LRFinderResult:
     method: str
     diverged_at: float | None
     findings: list = field(default_factory=list)
+    error: str | None = None
 
     @property
     def suggestion(self):
         return self.suggestions.get(self.method)
 
+    @property
+    def passed(self):
+        """The sweep ran (no exception in the user's code) and suggests a learning rate."""
+        return self.error is None and self.suggestion is not None
+
     def to_dict(self):
         return to_jsonable({"lrs": self.lrs, "losses": self.losses, "raw_losses": self.raw_losses,
                             "suggestion": self.suggestion, "suggestions": self.suggestions,
                             "method": self.method, "diverged_at": self.diverged_at,
-                            "findings": [finding.to_dict() for finding in self.findings]})
+                            "error": self.error, "findings": [finding.to_dict() for finding in self.findings]})
 
     def to_csv(self, path):
         """Write ``lr, loss, raw_loss`` rows to ``path``."""
@@ -103,6 +109,8 @@ class LRFinderResult:
         if self.diverged_at is not None:
             head += f", loss diverged at lr {self.diverged_at:.2g}"
         lines = [head]
+        if self.error is not None:
+            lines.append(f"  FAILED: {self.error}")
         lines.append(f"  suggestion ({self.method}): " + _lr_text(self.suggestion))
         lines.extend(f"    {name:<11} {_lr_text(lr)}" for name, lr in self.suggestions.items())
         if self.losses:
@@ -117,7 +125,8 @@ def find_lr(model, loss_fn, data, *, optimizer=None, start_lr=1e-7, end_lr=10.0,
             mode="exp", smooth=0.98, diverge=4.0, progress="auto"):
     """Sweep the learning rate from ``start_lr`` to ``end_lr`` over ``steps`` training steps.
 
-    ``data`` is an ``(inputs, targets)`` pair, or an iterable of such batches (a DataLoader),
+    ``data`` is an ``(inputs, targets)`` pair (inputs: a tensor, a tuple of positional inputs or
+    a dict of keyword inputs), or an iterable of such batches (a DataLoader),
     cycled as needed. ``optimizer`` defaults to Adam over the model's parameters; every param
     group's lr is set to the swept value. ``mode`` is ``"exp"`` or ``"linear"`` spacing;
     ``smooth`` the loss's exponential-smoothing factor; the sweep stops when the smoothed loss
@@ -187,19 +196,29 @@ def _looks_like_pair(backend, data):
     """An ``(inputs, targets)`` pair: arrays or tensors, the inputs possibly a dict."""
     def array(value):
         return backend.is_tensor(value) or isinstance(value, np.ndarray)
+    def inputs(value):    # one tensor, keyword inputs, or a tuple of positional inputs
+        return (array(value) or isinstance(value, dict)
+                or (isinstance(value, (tuple, list)) and len(value) > 0 and array(value[0])))
     return (isinstance(data, (tuple, list)) and len(data) == 2 and array(data[1])
-            and (array(data[0]) or isinstance(data[0], dict)))
+            and inputs(data[0]))
 
 
 def _sweep(backend, loss_fn, batches, *, optimizer, lrs, smooth, diverge, progress):
     optimizer = T.make_optimizer(backend, optimizer, lr=lrs[0])
     shown, raw, smoothed, average, best = [], [], [], 0.0, math.inf
     display = progress_bar(len(lrs), desc="find_lr", show=progress)
-    diverged_at = None
+    diverged_at = error = None
     try:
         for step, (lr, batch) in enumerate(zip(lrs, batches)):
             T.set_lr(optimizer, lr)
-            value, _ = T.train_step(backend, optimizer, batch)
+            try:
+                value, _ = T.train_step(backend, optimizer, batch)
+            except DiagnosticsError:
+                raise
+            except Exception as exc:  # the user's model or loss: a failed sweep quoting it
+                error = (f"the model's forward or backward, or loss_fn, raised "
+                         f"{type(exc).__name__}: {_first_line(exc)} (at lr {lr:.2g})")
+                break
             average = smooth * average + (1 - smooth) * value
             current = average / (1 - smooth ** (step + 1))
             shown.append(float(lr))
@@ -213,10 +232,19 @@ def _sweep(backend, loss_fn, batches, *, optimizer, lrs, smooth, diverge, progre
             best = min(best, current)
     finally:
         display.close()
-    return shown, smoothed, raw, diverged_at
+    return shown, smoothed, raw, diverged_at, error
 
 
-def _result(lrs, losses, raw, diverged_at):
+def _first_line(error):
+    text = str(error).strip().splitlines()
+    return text[0] if text else ""
+
+
+def _result(lrs, losses, raw, diverged_at, error=None):
+    if error is not None:
+        return LRFinderResult(lrs=lrs, losses=losses, raw_losses=raw,
+                              suggestions={name: None for name in METHODS},
+                              method=DEFAULT_METHOD, diverged_at=diverged_at, error=error)
     if not lrs:
         raise DiagnosticsError("data: expected at least one batch, got an empty iterable")
     usable = len(losses) - 1 if diverged_at is not None else len(losses)

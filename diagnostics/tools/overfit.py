@@ -7,7 +7,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import outputs
+from ..batch import first_parameter
 from ..findings import Finding
+from ..layouts import rows_coupled
 from ..jsonable import to_jsonable
 from . import _training as T
 
@@ -85,8 +88,9 @@ def overfit_one_batch(model, loss_fn, inputs, targets, *, optimizer=None, steps=
     fall: the extra steps go only to runs that are getting there).
 
     ``optimizer`` defaults to Adam(lr=3e-3) over the model's parameters; ``target_loss``
-    defaults to 5% of the loss at the start or of an all-zero output's loss (-log(1/C) for
-    cross-entropy), whichever is lower. Stops early on success. Short of the target, it
+    defaults to 5% of the way from the loss's floor to the loss at the start or of an
+    all-zero output's loss (-log(1/C) for cross-entropy), whichever is lower; the floor is 0,
+    or for class indices the lowest loss any logits reach (label smoothing keeps it above 0). Stops early on success. Short of the target, it
     passes when the batch is plainly being memorised: the loss down to 20% of its start and
     still falling (20% lower than a quarter of the run earlier), every parameter with a
     gradient, and every example right for class-index targets. The model, the optimizer
@@ -136,7 +140,9 @@ def run(backend, batch, *, optimizer, train_step=None, steps=200, target_loss=No
             silent = _parameters_without_gradient(backend) if math.isfinite(value) else []
             start = _start_level(backend, batch, value, output, key, logits)
             if target_loss is None:
-                target_loss = TARGET_FRACTION * start
+                floor = _loss_floor(backend, batch, output, key, logits, target_array)
+                floor = floor if floor < start else 0.0
+                target_loss = floor + TARGET_FRACTION * (start - floor)
         losses.append(value)
         accuracies.append(T.accuracy(logits, target_array))
         if value <= target_loss:
@@ -149,7 +155,8 @@ def run(backend, batch, *, optimizer, train_step=None, steps=200, target_loss=No
     passed = reached is not None or falling
     findings = [] if passed else [_failure_finding(
         backend, optimizer, losses, accuracies, target_loss=target_loss, steps=limit,
-        silent=silent, output=logits, targets=target_array)]
+        silent=silent, output=logits, targets=target_array,
+        broadcasts=_broadcasts(backend, batch, output, key, logits, target_array))]
     return OverfitResult(passed=passed, steps=reached, target_loss=target_loss,
                          losses=losses, accuracies=accuracies, max_steps=limit,
                          findings=findings, still_falling=falling)
@@ -184,6 +191,32 @@ def _start_level(backend, batch, initial, output, key, logits):
     return min(finite) if finite else 0.0
 
 
+FLOOR_SCALES = np.linspace(0.0, 40.0, 161)   # confidence of the ideal logits tried
+
+
+def _loss_floor(backend, batch, output, key, logits, targets):
+    """The lowest loss any logits reach on this batch, for class-index targets: the loss of
+    ``k * one_hot(targets)`` minimised over ``k``. 0 for plain cross-entropy; above 0 for a loss
+    with a floor (label smoothing: the entropy of the smoothed targets, 0.35 for 0.1 over 4
+    classes), which no model can go below. 0 when it cannot be measured."""
+    axis = T.class_axis_of(logits, targets)
+    if axis is None:
+        return 0.0
+    hot = np.zeros_like(logits)
+    valid = (targets >= 0) & (targets < logits.shape[axis])
+    index = np.expand_dims(np.where(valid, targets, 0), axis)
+    np.put_along_axis(hot, index, 1.0, axis=axis)
+    best = math.inf
+    try:
+        for scale in FLOOR_SCALES:
+            ideal = backend.from_numpy(hot * scale, like=first_parameter(backend))
+            with backend.no_grad():
+                best = min(best, backend.scalar(batch.loss(outputs.replace(output, key, ideal))))
+    except Exception:  # a loss that cannot take these logits: no floor known
+        return 0.0
+    return max(best, 0.0) if math.isfinite(best) else 0.0
+
+
 def _parameters_without_gradient(backend):
     """Trainable parameters whose gradient after the first backward is missing or all zero."""
     silent = []
@@ -196,10 +229,22 @@ def _parameters_without_gradient(backend):
     return silent
 
 
+def _broadcasts(backend, batch, output, key, logits, targets):
+    """Float targets of another shape than the logits that the loss compares across examples
+    (``layouts.rows_coupled``); a loss that squeezes or reshapes by itself is trusted."""
+    if (logits is None or targets is None or targets.dtype.kind != "f"
+            or logits.shape == targets.shape):
+        return False
+    try:
+        return rows_coupled(backend, batch.loss_fn, output, key, logits, targets)
+    except Exception:  # the user's loss on a probe: no evidence of a broadcast
+        return False
+
+
 def _failure_finding(backend, optimizer, losses, accuracies, *, target_loss, steps, silent,
-                     output, targets):
+                     output, targets, broadcasts):
     causes = _likely_causes(backend, optimizer, losses, silent=silent, output=output,
-                            targets=targets)
+                            targets=targets, broadcasts=broadcasts)
     finite = [v for v in losses if math.isfinite(v)]
     evidence = {"initial_loss": losses[0], "final_loss": losses[-1],
                 "best_loss": min(finite) if finite else None, "target_loss": target_loss,
@@ -213,10 +258,13 @@ def _failure_finding(backend, optimizer, losses, accuracies, *, target_loss, ste
                    "fix the first likely cause, then run overfit_one_batch again", evidence)
 
 
-def _likely_causes(backend, optimizer, losses, *, silent, output, targets):
+def _likely_causes(backend, optimizer, losses, *, silent, output, targets, broadcasts):
     """Causes in the order to check them, from the loss curve and what the first step saw."""
     causes = []
     trainable = [n for n, p in backend.named_parameters() if p.requires_grad]
+    frozen = _frozen_text(backend)
+    if frozen:
+        causes.append(frozen)
     if not math.isfinite(losses[-1]):
         causes.append(f"the loss became {losses[-1]} at step {len(losses) - 1}: learning rate "
                       f"too high, or a log/division of zero in the model or loss")
@@ -226,8 +274,7 @@ def _likely_causes(backend, optimizer, losses, *, silent, output, targets):
     elif silent:
         causes.append(f"no gradient reaches {_names(silent)} (dead units upstream, a .detach(), "
                       f"or an unused layer)")
-    if (output is not None and targets is not None
-            and not np.issubdtype(targets.dtype, np.integer) and output.shape != targets.shape):
+    if broadcasts:
         causes.append(f"output shape {output.shape} and target shape {targets.shape} differ; "
                       f"the loss broadcasts them and cannot reach zero")
     finite = [v for v in losses if math.isfinite(v)]
@@ -246,6 +293,18 @@ def _likely_causes(backend, optimizer, losses, *, silent, output, targets):
     if regularisers:
         causes.append("regularisation fights the fit (" + ", ".join(regularisers) + ")")
     return causes
+
+
+def _frozen_text(backend):
+    """``"12,800 of 12,947 parameters are frozen (requires_grad=False): 0.weight, ..."``, or
+    None when every parameter trains."""
+    params = backend.named_parameters()
+    frozen = [name for name, p in params if not p.requires_grad]
+    if not frozen:
+        return None
+    size = {name: int(np.prod(tuple(p.shape))) for name, p in params}
+    return (f"{sum(size[n] for n in frozen):,} of {sum(size.values()):,} parameters are frozen "
+            f"(requires_grad=False): {_names(frozen)}; unfreeze the layers meant to learn")
 
 
 def _regularisers(backend, optimizer):

@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import outputs
-from ..batch import Batch, first_parameter
+from ..batch import Batch
 from ..errors import DiagnosticsError, require
 from ..findings import Finding
 from ..gradcheck.check import run_check
 from ..gradcheck.report_text import headline as gradient_headline
 from ..gradcheck.settings import Settings as GradientSettings
 from ..jsonable import to_jsonable
-from ..layouts import class_axis
+from ..layouts import class_axis, rows_coupled
 from ..monitor import Monitor
 from . import _training as T
 from . import overfit
@@ -85,6 +85,23 @@ class PreflightReport:
     def findings(self):
         return [finding for item in self.items for finding in item.findings]
 
+    @property
+    def verdict(self):
+        """``all 12 checks passed``, or ``11 passed, 1 skipped (stale gradients: give
+        train_step to check your loop)``, or ``2 of 12 FAILED, ...``: a skipped item is
+        not a passed one."""
+        counts = {status: sum(item.status == status for item in self.items)
+                  for status in (PASS, FAIL, SKIP)}
+        skipped = [item for item in self.items if item.status == SKIP]
+        if not counts[FAIL] and not skipped:
+            return f"all {len(self.items)} checks passed"
+        parts = [f"{counts[FAIL]} of {len(self.items)} FAILED"] if counts[FAIL] else []
+        parts.append(f"{counts[PASS]} passed")
+        if skipped:
+            reasons = "; ".join(f"{item.name}: {item.summary}" for item in skipped)
+            parts.append(f"{len(skipped)} skipped ({reasons})")
+        return ", ".join(parts)
+
     def item(self, name):
         return next(item for item in self.items if item.name == name)
 
@@ -93,9 +110,7 @@ class PreflightReport:
                             "items": [item.to_dict() for item in self.items]})
 
     def __str__(self):
-        failed = sum(item.status == FAIL for item in self.items)
-        verdict = "all checks passed" if not failed else f"{failed} of {len(self.items)} FAILED"
-        lines = [f"preflight: {verdict} ({self.model})"]
+        lines = [f"preflight: {self.verdict} ({self.model})"]
         width = max(len(item.name) for item in self.items)
         for item in self.items:
             lines.append(f"  {item.status}  {item.name:<{width}}  {item.summary}")
@@ -345,26 +360,9 @@ def _shapes(run):
 
 
 def _rows_coupled(run, logits, targets):
-    """True when the loss's gradient for the first example moves with the other examples'
-    targets: a loss that broadcasts compares every output with every target. A per-example
-    loss (one that reshapes or squeezes by itself) keeps them apart."""
-    backend, batch = run.backend, run.batch
-    if targets.dtype.kind != "f" or len(targets) < 2:
-        return False
-    shifted = targets.copy()
-    shifted[1:] += 1.0
-    first_rows = []
-    for values in (targets, shifted):
-        leaf = backend.from_numpy(logits.copy(), like=first_parameter(backend))
-        leaf.requires_grad_(True)
-        probe = outputs.replace(run.facts["output"], run.facts["logits_key"], leaf)
-        with backend.enable_grad():
-            backend.backward(batch.loss_fn(probe, backend.from_numpy(
-                values, like=first_parameter(backend))))
-        if leaf.grad is None:
-            return False
-        first_rows.append(backend.to_numpy(leaf.grad)[0])
-    return not np.allclose(first_rows[0], first_rows[1], rtol=1e-5, atol=1e-12)
+    """The loss compares examples with each other's targets (``layouts.rows_coupled``)."""
+    return rows_coupled(run.backend, run.batch.loss_fn, run.facts["output"],
+                        run.facts["logits_key"], logits, targets)
 
 
 # ---------------------------------------------------------------------- loss
@@ -586,9 +584,9 @@ def _label_range(run):
     summary = (f"this batch's {labels.size} labels use classes {low}..{high} of the output's "
                f"0..{classes - 1}")
     if labels.size < LABELS_PER_CLASS * classes:
-        return CheckItem("label range", PASS, summary + f" (one batch is too few to tell an "
-                                                        f"unused output unit: run "
-                                                        f"check_label_range on all labels)")
+        return CheckItem("label range", PASS, summary + " (one batch is too few to tell an "
+                                                        "unused output unit: run "
+                                                        "check_label_range on all labels)")
     findings = [_one_batch(f, labels.size) for f in check_label_range(labels,
                                                                       num_classes=classes)]
     return CheckItem("label range", _status(findings), summary, findings)

@@ -116,7 +116,8 @@ def test_duplicate_search_agrees_with_brute_force(seed, rows, width):
 def test_bad_arguments_raise_naming_the_argument():
     x, y = _clean(rows=10)
     cases = [
-        ((x.tolist(),), {}, "train_x: expected a NumPy array or a tensor"),
+        ((x.tolist(),), {}, r"train_x: expected a NumPy array, a tensor, or an iterable of "
+                            r"\(x, y\) batches \(a DataLoader\), got a list whose item 0"),
         ((np.zeros((0, 3)),), {}, "train_x: expected at least one row"),
         ((np.array(["a", "b"]),), {}, "train_x: expected a numeric or boolean array"),
         ((x, y[:5]), {}, "train_y: expected 10 rows, one per row of train_x"),

@@ -19,7 +19,7 @@ from diagnostics.outputs import select_key
 from diagnostics.backends import get_backend
 
 from .gradcheck_models import one_torch_thread
-from .tools_helpers import FRAMEWORKS, NN, OPTIM, assert_same, capture, classification_data
+from .tools_helpers import FRAMEWORKS, NN, assert_same, capture, classification_data
 
 VOCAB, SEQ, BATCH = 11, 6, 8
 

@@ -852,39 +852,4 @@ SETUPS = {**(TORCH_SETUPS if torch is not None else {}), **MINIGRAD_SETUPS}
 # (setup, assertion) -> what goes wrong today, quoted. The tests mark each pair
 # xfail(strict=True): the fix that makes it pass must delete its entry.
 KNOWN_FALSE_ALARMS = {
-    ('lstm_packed', 'find_lr'):
-        ('CRASH TypeError: PackedRNN.forward() missing 1 required positional argument: '
-         "'lengths'"),
-    ('gru_packed', 'find_lr'):
-        ('CRASH TypeError: PackedRNN.forward() missing 1 required positional argument: '
-         "'lengths'"),
-    ('frozen_backbone', 'preflight'):
-        ('NO_GRADIENT [warning] no gradient reached backbone.0.weight, backbone.0.bias, '
-         'backbone.2.weight, backbone.2.bias in 8 sampled steps while other parameters got '
-         'one: the graph is cut at or after layer backbone.2, or the module is not used in '
-         'forward (also: GRADIENT_MISMATCH x4)'),
-    ('frozen_backbone', 'check_gradients'):
-        ("GRADIENT_MISMATCH [error] 'backbone.0' (Linear) computes a wrong gradient for "
-         'its weight: zeroed (all elements). Worst element backbone.0.weight[1, 8]: '
-         'numerical 7.3204e-03, analytical 0.0000e+00. (also: GRADIENT_MISMATCH x3, failed '
-         'verdict)'),
-    ('mg_frozen_backbone', 'preflight'):
-        ('NO_GRADIENT [warning] no gradient reached backbone.0.weight, backbone.0.bias in '
-         '8 sampled steps while other parameters got one: the graph is cut at or after '
-         'layer backbone.0, or the module is not used in forward (also: GRADIENT_MISMATCH '
-         'x2)'),
-    ('mg_frozen_backbone', 'check_gradients'):
-        ("GRADIENT_MISMATCH [error] 'backbone.0' (Linear) computes a wrong gradient for "
-         'its weight: zeroed (all elements). Worst element backbone.0.weight[0, 14]: '
-         'numerical -3.0772e-02, analytical 0.0000e+00. (also: GRADIENT_MISMATCH, failed '
-         'verdict)'),
-    ('label_smoothing', 'preflight'):
-        ('OVERFIT_FAILED [error] the loss went from 1.382 to 0.3489 in 200 steps without '
-         'reaching 0.06912; likely: the loss fell but too slowly: more steps or a larger '
-         'learning rate, or a model too small to memorise the batch; regularisation fights '
-         'the fit (weight_decay=0.01)'),
-    ('label_smoothing', 'overfit'):
-        ('OVERFIT_FAILED [error] the loss went from 1.382 to 0.3489 in 200 steps without '
-         'reaching 0.06912; likely: the loss fell but too slowly: more steps or a larger '
-         'learning rate, or a model too small to memorise the batch (also: failed verdict)'),
 }

@@ -100,7 +100,8 @@ def loss_plateau(view):
         "LOSS_PLATEAU", "warning", "loss",
         f"the loss has stayed at {now:.4g} for the last {levels.steps} steps, "
         f"{progress:.1%} below where it started ({initial:.4g})",
-        "raise the learning rate (or use a learning-rate finder: gradhunt preflight); check "
+        "raise the learning rate (diagnostics.find_lr(model, loss_fn, (inputs, targets)) "
+        "suggests one); check "
         "that the data and labels are what you think (shuffled or misaligned labels); check "
         "that gradients reach every layer and that optimizer.step() changes the weights",
         {"start": initial, "earlier": then, "recent": now, "relative_change": change,

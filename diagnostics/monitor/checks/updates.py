@@ -2,7 +2,6 @@
 import math
 
 from ...findings import Finding
-from ..layout import display_name
 
 
 def params_not_updating(view):

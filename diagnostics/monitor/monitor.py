@@ -1,11 +1,11 @@
 """``Monitor``: watch a training loop through hooks: statistics, loss health and findings."""
-import numbers
 from collections import deque
 
 from ..backends import get_backend
 from ..errors import DiagnosticsError, require
 from ..findings import SEVERITIES
 from ..outputs import check_selector
+from ..validators import check_int
 from .checks import FULL_CHECK_STEPS, run_checks
 from .collector import Collector
 from .history import History, columns_for
@@ -56,8 +56,8 @@ class Monitor:
                  sinks=(), on_finding=None, thresholds=None, output=None):
         backend = get_backend(model)
         check_selector(output)
-        _require_count(every, "every", 1)
-        _require_count(window, "window", 2)
+        every = check_int(every, "every", minimum=1)
+        window = check_int(window, "window", minimum=2)
         require(on_finding is None or callable(on_finding), "on_finding",
                 "a callable taking a Finding, or None", type(on_finding).__name__)
         require(thresholds is None or isinstance(thresholds, Thresholds), "thresholds",
@@ -263,11 +263,6 @@ class Monitor:
 def _overriding(probes, method):
     """The probes that override ``method`` of ``Probe``: only they are called on the hot path."""
     return [p for p in probes if getattr(type(p), method) is not getattr(Probe, method)]
-
-
-def _require_count(value, argument, minimum):
-    require(isinstance(value, numbers.Integral) and not isinstance(value, bool)
-            and value >= minimum, argument, f"an integer >= {minimum}", repr(value))
 
 
 def _checked_sinks(sinks):

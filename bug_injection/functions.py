@@ -38,8 +38,8 @@ class MeanSquaredError(minigrad.Function):
 _OPS = {   # kind -> (the minigrad op, torch's forward for the same arguments)
     "linear": (linalg.Linear, lambda F, x, weight, bias: F.linear(x, weight, bias)),
     "relu": (activation.ReLU, lambda F, x: F.relu(x)),
-    "sigmoid": (activation.Sigmoid, lambda F, x: F.sigmoid(x)),
-    "tanh": (activation.Tanh, lambda F, x: F.tanh(x)),
+    "sigmoid": (activation.Sigmoid, lambda F, x: x.sigmoid()),
+    "tanh": (activation.Tanh, lambda F, x: x.tanh()),
     "add": (arithmetic.Add, lambda F, a, b: a + b),
     "conv2d": (conv.Conv2d, lambda F, x, weight, bias, stride, padding: F.conv2d(
         x, weight, bias, stride, padding)),
@@ -66,6 +66,16 @@ _OPS = {   # kind -> (the minigrad op, torch's forward for the same arguments)
 def minigrad_op(kind):
     """minigrad's ``Function`` class for op ``kind``."""
     return _OPS[kind][0]
+
+
+def right_call(backend, kind, *args):
+    """The op ``kind`` itself on ``args`` (in minigrad's order): the healthy twin of a plant."""
+    op, torch_forward = _OPS[kind]
+    if backend == "minigrad":
+        return op.apply(*args)
+    import torch.nn.functional as F
+
+    return torch_forward(F, *args)
 
 
 # ------------------------------------------------------------------------- spoils

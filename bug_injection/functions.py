@@ -103,7 +103,7 @@ def spoiled_function(backend, kind, index, spoil):
     def backward(ctx, grad):
         grads = _torch_right_gradients(ctx, torch_forward, grad)
         if grads[index] is not None:
-            wrong = spoil(ctx.arrays, _to_numpy(grad), _to_numpy(grads[index]))
+            wrong = spoil(_numpy_args(ctx), _to_numpy(grad), _to_numpy(grads[index]))
             grads[index] = _like(wrong, grads[index])
         return tuple(grads)
 
@@ -119,7 +119,7 @@ def planted_function(backend, kind, wrong):
             "__doc__": wrong.__doc__}), op.__name__, wrong)
 
     def backward(ctx, grad):
-        grads = wrong(ctx.arrays, _to_numpy(grad))
+        grads = wrong(_numpy_args(ctx), _to_numpy(grad))
         return tuple(None if g is None else _like(g, grad, dtype=ctx.dtype) for g in grads)
 
     return _named(_torch_function(torch_forward, backward, wrong.__doc__), kind, wrong)
@@ -134,7 +134,6 @@ def _torch_function(torch_forward, backward, doc):
         @staticmethod
         def forward(ctx, *args):
             ctx.args = args
-            ctx.arrays = tuple(_to_numpy(a) if torch.is_tensor(a) else a for a in args)
             ctx.dtype = next(a.dtype for a in args if torch.is_tensor(a) and a.is_floating_point())
             return torch_forward(F, *args)
 
@@ -160,6 +159,13 @@ def _torch_right_gradients(ctx, torch_forward, grad):
     for i, g in zip(wanted, found):
         grads[i] = g
     return grads
+
+
+def _numpy_args(ctx):
+    """The saved arguments, tensors as arrays (made in backward: forward stays torch's cost)."""
+    import torch
+
+    return tuple(_to_numpy(a) if torch.is_tensor(a) else a for a in ctx.args)
 
 
 def _to_numpy(tensor):

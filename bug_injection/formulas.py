@@ -135,3 +135,9 @@ def layer_norm_terms_dropped(inputs, grad, right):
     axes = tuple(range(x.ndim - count, x.ndim))
     invstd = 1.0 / np.sqrt(x.var(axis=axes, keepdims=True) + eps)
     return invstd * (grad if weight is None else grad * weight)
+
+
+def mask_half_kept(inputs, grad, right):
+    """ReLU: half the gradient passes where the unit was off (a leaky slope in backward only)."""
+    x = inputs[0]
+    return grad * (x > 0) + 0.5 * grad * (x <= 0)      # right: grad * (x > 0)

@@ -32,7 +32,8 @@ class MeanSquaredError(minigrad.Function):
     @staticmethod
     def backward(ctx, grad):
         (diff,) = ctx.saved_tensors
-        return grad * 2.0 * diff / diff.size, None
+        grad_output = grad * 2.0 * diff / diff.size
+        return grad_output, -grad_output
 
 
 _OPS = {   # kind -> (the minigrad op, torch's forward for the same arguments)

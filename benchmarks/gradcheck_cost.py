@@ -23,29 +23,20 @@ import torch  # noqa: E402
 from torch.autograd.gradcheck import GradcheckError  # noqa: E402
 from torch.func import functional_call  # noqa: E402
 
+from bug_injection import formulas  # noqa: E402
+from bug_injection.functions import spoiled_function  # noqa: E402
 from diagnostics import check_gradients  # noqa: E402
 
 EVALUATION_BUDGET = 0.01   # of torch's evaluations
 TIME_BUDGET = 0.05         # of torch's time
-
-
-class TransposedInputLinear(torch.autograd.Function):
-    """``x @ W.T + b`` whose backward uses ``W.T`` for the input gradient (the planted bug)."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias):
-        ctx.save_for_backward(x, weight)
-        return x @ weight.T + bias
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, weight = ctx.saved_tensors
-        return grad @ weight.T, grad.T @ x, grad.sum(0)
+INPUT_USES_W_T = spoiled_function("torch", "linear", 0, formulas.input_with_weight_transposed)
 
 
 class BuggyLinear(torch.nn.Linear):
+    """``nn.Linear`` calling the catalogue's Linear whose input gradient uses ``W.T``."""
+
     def forward(self, x):
-        return TransposedInputLinear.apply(x, self.weight, self.bias)
+        return INPUT_USES_W_T.apply(x, self.weight, self.bias)
 
 
 def _problem():

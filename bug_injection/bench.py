@@ -5,11 +5,12 @@ another loop setting) for the length of a ``with`` block; a diagnostic then insp
 Benches are built fresh for every hunt run, from a seed, so runs never share state.
 """
 import dataclasses
+import importlib
 from dataclasses import dataclass
 
 import numpy as np
 
-import minigrad
+from diagnostics.backends import get_backend
 
 from . import datasets
 from .models import BACKENDS, reference_model
@@ -77,26 +78,20 @@ class Bench:
     # ---------------------------------------------------------- the framework
     @property
     def framework(self):
-        """``minigrad`` or ``torch`` (the module)."""
-        return _framework(self.backend)
+        """``minigrad`` or ``torch`` (the module: each backend is named after it)."""
+        return importlib.import_module(self.backend)
 
     def tensor(self, array):
         """``array`` as a tensor of the bench's framework (dtype kept)."""
-        return _to_tensor(self.backend, array)
+        return _to_tensor(self.model, array)
 
     def array(self, tensor):
         """A NumPy copy of a tensor (a parameter, a batch) of the bench's framework."""
-        if self.backend == "minigrad":
-            return np.array(tensor.data, copy=True)
-        return tensor.detach().cpu().numpy().copy()
+        return get_backend(self.model).to_numpy(tensor)
 
-    def write(self, tensor, array):
-        """Overwrite a parameter's values in place."""
-        if self.backend == "minigrad":
-            tensor.data[...] = array
-            return
-        with self.framework.no_grad():
-            tensor.copy_(self.framework.from_numpy(np.ascontiguousarray(array)))
+    def write(self, name, array):
+        """Overwrite parameter ``name``'s values in place."""
+        get_backend(self.model).write_parameter(name, array)
 
     def sgd(self, parameters, *, lr):
         return self.framework.optim.SGD(list(parameters), lr=lr)
@@ -116,15 +111,15 @@ def make_bench(setup, backend, *, seed=0):
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
     recipe = SETUPS[setup]
-    framework = _framework(backend)
+    framework = importlib.import_module(backend)
     model = reference_model(recipe.architecture, backend, seed=seed)
     data = getattr(datasets, recipe.data)(seed=seed)
     bench = Bench(setup=setup, backend=backend, model=model,
                   loss_fn=_loss_module(framework.nn, recipe.loss),
                   optimizer=framework.optim.SGD(list(model.parameters()), lr=recipe.loop.lr),
-                  loop=recipe.loop, train_x=_to_tensor(backend, data.train_x),
-                  train_y=_to_tensor(backend, data.train_y),
-                  test_x=_to_tensor(backend, data.test_x), test_y=_to_tensor(backend, data.test_y))
+                  loop=recipe.loop, train_x=_to_tensor(model, data.train_x),
+                  train_y=_to_tensor(model, data.train_y),
+                  test_x=_to_tensor(model, data.test_x), test_y=_to_tensor(model, data.test_y))
     if recipe.logit_rms is not None:
         _scale_last_layer(bench, recipe.logit_rms)
     return bench
@@ -141,23 +136,12 @@ def _scale_last_layer(bench, logit_rms):
     factor = logit_rms / np.sqrt(np.mean(logits.astype(np.float64) ** 2))
     last = [name for name, _ in bench.model.named_parameters()][-2:]   # weight, bias
     for name in last:
-        param = bench.parameter(name)
-        bench.write(param, bench.array(param) * factor)
+        bench.write(name, bench.array(bench.parameter(name)) * factor)
 
 
-def _framework(backend):
-    if backend == "minigrad":
-        return minigrad
-    import torch
-
-    return torch
-
-
-def _to_tensor(backend, array):
-    array = np.ascontiguousarray(array)
-    if backend == "minigrad":
-        return minigrad.tensor(array)
-    return _framework(backend).from_numpy(array.copy())
+def _to_tensor(model, array):
+    """A tensor of ``model``'s framework holding a copy of ``array``."""
+    return get_backend(model).from_numpy(np.array(array, copy=True, order="C"))
 
 
 def _loss_module(nn, loss):

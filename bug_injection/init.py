@@ -51,8 +51,8 @@ def _overwritten(bench, changes):
     saved = {name: bench.array(bench.parameter(name)) for name in changes}
     try:
         for name, change in changes.items():
-            bench.write(bench.parameter(name), change(saved[name]))
+            bench.write(name, change(saved[name]))
         yield
     finally:
         for name, values in saved.items():
-            bench.write(bench.parameter(name), values)
+            bench.write(name, values)

@@ -2,7 +2,7 @@
 
 The backwards people now write by hand are attention kernels, fused cross-entropies and
 embedding lookups. Each bug below is that op's backward with one mistake, written once in
-NumPy (the lines marked ``# bug``); ``_planted_function`` wraps it as a minigrad ``Function``
+NumPy (the lines marked ``# bug``); ``functions.planted_function`` wraps it as a minigrad ``Function``
 (the right op's forward, the wrong backward) or as a ``torch.autograd.Function`` (torch's
 forward, the same NumPy backward on the saved inputs). The plant swaps one method of one
 module (``attend`` of an attention module, ``forward`` of the embedding or of the loss) for
@@ -20,9 +20,10 @@ import types
 
 import numpy as np
 
-from minigrad import Tensor, autograd
-from minigrad.ops import attention, embedding, linalg, loss
+from minigrad import autograd
+from minigrad.ops import attention
 
+from .functions import planted_function
 from .patching import marked, patched_attribute
 
 MARKER = "_gradhunt_tied"
@@ -119,49 +120,6 @@ def _attention_grads(q, k, v, probs, grad, scale, *, grad_scores=None):
 
 
 # --------------------------------------------------------------- wrapping, planting
-_OPS = {   # kind -> (the minigrad op, torch's forward for the same arguments)
-    "attention": (attention.ScaledDotProductAttention,
-                  lambda F, q, k, v, mask, p, causal, scale: F.scaled_dot_product_attention(
-                      q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, scale=scale)),
-    "embedding": (embedding.Embedding, lambda F, indices, weight: F.embedding(indices, weight)),
-    "linear": (linalg.Linear, lambda F, x, weight, bias: F.linear(x, weight, bias)),
-    "cross_entropy": (loss.CrossEntropy,
-                      lambda F, logits, target, reduction, ignore_index, smoothing:
-                      F.cross_entropy(logits, target, reduction=reduction,
-                                      ignore_index=ignore_index, label_smoothing=smoothing)),
-}
-
-
-def _planted_function(backend, kind, wrong):
-    """The op ``kind`` with ``wrong`` as its backward, as a Function of ``backend``."""
-    op, torch_forward = _OPS[kind]
-    if backend == "minigrad":
-        def backward(ctx, grad):
-            return wrong(tuple(x.data if isinstance(x, Tensor) else x for x in ctx.inputs), grad)
-
-        return type(f"{op.__name__}_{wrong.__name__}", (op,),
-                    {"backward": staticmethod(backward), "__doc__": wrong.__doc__})
-    import torch
-    import torch.nn.functional as F
-
-    class Planted(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, *args):
-            ctx.arrays = tuple(a.detach().cpu().numpy() if torch.is_tensor(a) else a
-                               for a in args)
-            ctx.dtype = next(a.dtype for a in args if torch.is_tensor(a) and a.is_floating_point())
-            return torch_forward(F, *args)
-
-        @staticmethod
-        def backward(ctx, grad):
-            grads = wrong(ctx.arrays, grad.detach().cpu().numpy())
-            return tuple(None if g is None else torch.from_numpy(
-                np.ascontiguousarray(g)).to(device=grad.device, dtype=ctx.dtype) for g in grads)
-
-    Planted.__name__ = Planted.__qualname__ = f"{kind}_{wrong.__name__}"
-    return Planted
-
-
 def _swapped_method(module, name, method):
     """``module.<name>`` -> ``method`` bound to it (a deep copy of the model binds the copy)."""
     return patched_attribute(module, name, types.MethodType(method, module))
@@ -195,7 +153,7 @@ def _next_token_loss(function):
 @contextlib.contextmanager
 def _planted(bench, module, kind, wrong, method_name, make_method):
     target = bench.loss_fn if module == "loss" else bench.module(module)
-    function = _planted_function(bench.backend, kind, wrong)
+    function = planted_function(bench.backend, kind, wrong)
     with _swapped_method(target, method_name, make_method(function)):
         yield
 

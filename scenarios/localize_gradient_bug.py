@@ -1,7 +1,8 @@
 """Exercise 5: a transposed weight in a minigrad backward pass, localized by the gradient check.
 
-A minigrad MLP on digits has one square layer (``"2"``) whose autograd Function carries a bug.
-Two variants are planted, one at a time: the weight gradient comes out transposed, and the
+A minigrad MLP on digits has one square layer (``"2"``) whose autograd Function carries a bug
+(a wrong formula from the catalogue, ``bug_injection.formulas``). Two variants are planted,
+one at a time: the weight gradient comes out transposed, and the
 input gradient uses ``W.T`` where ``W`` belongs. For each, ``check_gradients`` must name the
 module ``"2"``, the parameter whose gradient is wrong, and the pattern "transpose"; with the
 correct Function the check passes. The whole session is written as a Markdown debugging log.
@@ -12,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import minigrad
+from bug_injection import formulas
+from bug_injection.functions import minigrad_op, spoiled_function
 from diagnostics import check_gradients
 from minigrad import nn
 
@@ -25,37 +28,7 @@ LOG_FILE = "gradient_debugging_log.md"
 PLANTED = "2"  # the square layer that gets the buggy Function
 
 
-class LinearFunction(minigrad.Function):
-    """``y = x @ W.T + b``, written out by hand like a user's custom op; backward correct."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias):
-        ctx.save_for_backward(x, weight)
-        return x @ weight.T + bias
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, weight = ctx.saved_tensors
-        return grad @ weight, grad.T @ x, grad.sum(axis=0)
-
-
-class LinearTransposedWeightGrad(LinearFunction):
-    """The weight's gradient comes out transposed (only a square layer hides it from shape
-    checks)."""
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, weight = ctx.saved_tensors
-        return grad @ weight, (grad.T @ x).T, grad.sum(axis=0)
-
-
-class LinearTransposedInputGrad(LinearFunction):
-    """The input's gradient uses ``W.T`` where ``W`` belongs."""
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, weight = ctx.saved_tensors
-        return grad @ weight.T, grad.T @ x, grad.sum(axis=0)
+RIGHT = minigrad_op("linear")  # minigrad's own Linear Function: the correct backward
 
 
 class HandWrittenLinear(nn.Linear):
@@ -72,16 +45,23 @@ class HandWrittenLinear(nn.Linear):
 @dataclass(frozen=True)
 class Case:
     title: str
-    function: type
+    gradient: str        # the gradient the bug spoils: "input", "weight" or "bias"
+    formula: object      # the wrong formula, from bug_injection.formulas
     faulty: tuple        # the parameters whose gradient must be reported wrong
     path: str            # the culprit's gradient path: "weight" or "input"
 
+    @property
+    def function(self):
+        """minigrad's Linear Function with this case's gradient spoiled."""
+        index = ("input", "weight", "bias").index(self.gradient)
+        return spoiled_function("minigrad", "linear", index, self.formula)
+
 
 CASES = (
-    Case("transposed weight gradient", LinearTransposedWeightGrad, (f"{PLANTED}.weight",),
+    Case("transposed weight gradient", "weight", formulas.transposed, (f"{PLANTED}.weight",),
          "weight"),
-    Case("W.T where W belongs in the input gradient", LinearTransposedInputGrad,
-         ("0.weight", "0.bias"), "input"),
+    Case("W.T where W belongs in the input gradient", "input",
+         formulas.input_with_weight_transposed, ("0.weight", "0.bias"), "input"),
 )
 
 
@@ -103,7 +83,7 @@ def run(*, fast=False, out_dir=None):
         inputs, targets = split.x_train[:32], split.y_train[:32]
         loss_fn = nn.CrossEntropyLoss()
         log = _MarkdownLog()
-        log.intro(build_model(LinearFunction), len(inputs))
+        log.intro(build_model(RIGHT), len(inputs))
         for case in CASES:
             _hunt(result, log, case, batch=(loss_fn, inputs, targets), fast=fast)
         _verify_fix(result, log, batch=(loss_fn, inputs, targets))
@@ -145,7 +125,7 @@ def _hunt(result, log, case, *, batch, fast):
 
 def _verify_fix(result, log, *, batch):
     loss_fn, inputs, targets = batch
-    report = check_gradients(build_model(LinearFunction), loss_fn, inputs, targets)
+    report = check_gradients(build_model(RIGHT), loss_fn, inputs, targets)
     result.section("fixed: the correct backward")
     result.say(report)
     result.check("with the correct backward the check passes", report.passed,
@@ -165,13 +145,15 @@ class _MarkdownLog:
             "Model (minigrad, float64) for scikit-learn's digits, with `CrossEntropyLoss` "
             f"and integer labels; checked on one batch of {batch} images:", "",
             "```", repr(model), "```", "",
-            f"Layer `{PLANTED}` calls a hand-written autograd Function. The correct one:", "",
-            "```python", inspect.getsource(LinearFunction).rstrip(), "```", ""]
+            f"Layer `{PLANTED}` calls an autograd Function: minigrad's own Linear op when "
+            "correct, or the same op with one gradient replaced by a wrong formula.", ""]
 
     def case(self, case, report, full):
         cause = report.causes[0] if report.causes else None
-        self.parts += [f"## Planted: {case.title}", "", "```python",
-                       inspect.getsource(case.function).rstrip(), "```", "",
+        self.parts += [f"## Planted: {case.title}", "",
+                       f"The backward returns the right gradients, the {case.gradient}'s "
+                       "replaced by (`right` is the correct one):", "", "```python",
+                       inspect.getsource(case.formula).rstrip(), "```", "",
                        "`check_gradients(model, nn.CrossEntropyLoss(), inputs, targets)`:", "",
                        "```", str(report), "```", ""]
         if cause is not None:
@@ -190,7 +172,7 @@ class _MarkdownLog:
 
     def fix(self, report):
         self.parts += ["## Fix", "",
-                       "Back to the correct `LinearFunction`; the same check:", "",
+                       "Back to minigrad's correct Linear Function; the same check:", "",
                        "```", str(report), "```", ""]
 
     def text(self):

@@ -10,11 +10,13 @@ import numpy as np
 import torch
 
 import minigrad
+from bug_injection import formulas
+from bug_injection.functions import spoiled_function
 from diagnostics import compare_gradients
 from diagnostics.backends import torch_threads
 
 from . import digits
-from .localize_gradient_bug import HandWrittenLinear, LinearTransposedWeightGrad
+from .localize_gradient_bug import HandWrittenLinear
 from .result import ScenarioResult
 
 NAME = "minigrad_vs_torch"
@@ -41,7 +43,8 @@ def mlp(nn, *, square=None):
 
 def mlp_with_planted_bug(nn):
     """``mlp`` whose layer ``"2"`` (minigrad only) returns its weight gradient transposed."""
-    return mlp(nn, square=lambda: HandWrittenLinear(32, 32, function=LinearTransposedWeightGrad))
+    weight_transposed = spoiled_function("minigrad", "linear", 1, formulas.transposed)
+    return mlp(nn, square=lambda: HandWrittenLinear(32, 32, function=weight_transposed))
 
 
 PAIRS = (  # (label, builder, loss, images?)

@@ -1,10 +1,10 @@
 """``Monitor``: watch a training loop through hooks: statistics, loss health and findings."""
-import numbers
 from collections import deque
 
 from ..backends import get_backend
 from ..errors import DiagnosticsError, require
 from ..outputs import check_selector
+from ..validators import check_float, check_int
 from .checks import FULL_CHECK_STEPS, run_each
 from .collector import Collector
 from .distributed import SINKS_ON, RankExchange, process_group, unwrap
@@ -78,8 +78,8 @@ class Monitor:
         model = unwrap(model)
         backend = get_backend(model)
         check_selector(output)
-        _require_count(every, "every", 1)
-        _require_count(window, "window", 2)
+        every = check_int(every, "every", minimum=1)
+        window = check_int(window, "window", minimum=2)
         require(on_finding is None or callable(on_finding), "on_finding",
                 "a callable taking a Finding, or None", type(on_finding).__name__)
         require(on_resolved is None or callable(on_resolved), "on_resolved",
@@ -91,9 +91,9 @@ class Monitor:
                 "a diagnostics.monitor.Thresholds or None", type(thresholds).__name__)
         sinks = _checked_sinks(sinks)
         require(sinks_on in SINKS_ON, "sinks_on", f"one of {SINKS_ON}", repr(sinks_on))
-        require(isinstance(rank_timeout, numbers.Real) and not isinstance(rank_timeout, bool)
-                and rank_timeout > 0, "rank_timeout", "a positive number of seconds",
-                repr(rank_timeout))
+        rank_timeout = check_float(rank_timeout, "rank_timeout",
+                                   expected="a positive number of seconds",
+                                   accept=lambda v: v > 0)
         self.every, self.window = every, window
         self.thresholds = thresholds or Thresholds()
         self._backend = backend
@@ -319,11 +319,6 @@ class Monitor:
 def _overriding(probes, method):
     """The probes that override ``method`` of ``Probe``: only they are called on the hot path."""
     return [p for p in probes if getattr(type(p), method) is not getattr(Probe, method)]
-
-
-def _require_count(value, argument, minimum):
-    require(isinstance(value, numbers.Integral) and not isinstance(value, bool)
-            and value >= minimum, argument, f"an integer >= {minimum}", repr(value))
 
 
 def _require_scaler(scaler, backend):

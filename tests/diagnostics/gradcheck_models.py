@@ -1,8 +1,9 @@
 """Models with planted wrong backwards, and their healthy twins, on torch and on minigrad.
 
-Each planted layer is an ordinary layer whose forward calls a custom autograd Function
-(``torch.autograd.Function`` or ``minigrad.Function``) taking a ``bug`` name; its backward
-computes the right gradients and then spoils one of them as the bug says (``None``: healthy).
+Each planted layer is an ordinary layer whose forward calls its op through ``call``: with a
+``bug`` name, a Function (``torch.autograd.Function`` or ``minigrad.Function``) whose backward
+spoils one right gradient with a wrong formula from ``bug_injection.formulas``; with ``None``,
+the op itself.
 ``build(framework, kind, bug=..., seed=...)`` returns ``(model, loss_fn, inputs, targets)``
 with NumPy inputs and targets, as a user might pass them.
 """
@@ -11,10 +12,9 @@ import numpy as np
 import torch
 
 import minigrad
+from bug_injection import formulas
+from bug_injection.functions import right_call, spoiled_function
 from diagnostics.backends import torch_threads
-from minigrad.ops.conv import Conv2d as MinigradConvOp
-from minigrad.ops.normalization import LayerNorm as MinigradLayerNormOp
-from minigrad.ops.pooling import MaxPool2d as MinigradMaxPoolOp
 
 FRAMEWORKS = ("torch", "minigrad")
 
@@ -24,245 +24,39 @@ def one_torch_thread():
     return torch_threads(1)
 
 
-# ---------------------------------------------------------------- spoiling
-def spoil_linear(bug, grad, x, weight, grads):
-    """The linear layer's gradients ``(input, weight, bias)`` with ``bug`` planted."""
-    gx, gw, gb = grads
-    if bug == "input_transpose":
-        gx = grad @ weight.T           # W.T where W belongs
-    elif bug == "weight_transpose":
-        gw = gw.T
-    elif bug == "bias_mean":
-        gb = grad.mean(0)              # mean where the forward sums over the batch
-    elif bug == "weight_last_row":
-        gw = gw.copy() if isinstance(gw, np.ndarray) else gw.clone()
-        gw[-1] = 0
-    return gx, gw, gb
+# ------------------------------------------------------------------- bugs
+# layer -> bug name -> (the gradient it spoils, the wrong formula from bug_injection)
+BUGS = {
+    "linear": {"input_transpose": (0, formulas.input_with_weight_transposed),
+               "weight_transpose": (1, formulas.transposed),
+               "bias_mean": (2, formulas.bias_mean),
+               "weight_last_row": (1, formulas.last_row_zeroed)},
+    "tanh": {"sign": (0, formulas.sign_flipped), "plus": (0, formulas.tanh_plus_square)},
+    "conv2d": {"weight_double": (1, formulas.doubled), "input_sign": (0, formulas.sign_flipped)},
+    "layer_norm": {"input_terms": (0, formulas.layer_norm_terms_dropped)},
+    "mse": {"half": (0, formulas.halved)},
+    "max_pool2d": {"triple": (0, formulas.tripled)},
+    "add": {"skip_sign": (0, formulas.sign_flipped)},
+}
 
 
-def spoil_tanh(bug, grad, y):
-    if bug == "sign":
-        return -grad * (1 - y * y)
-    if bug == "plus":
-        return grad * (1 + y * y)      # 1 + y^2 where 1 - y^2 belongs
-    return grad * (1 - y * y)
+def planted_op(framework, kind, bug):
+    """The op ``kind`` of ``framework`` with ``bug`` planted, as a Function class."""
+    index, formula = BUGS[kind][bug]
+    return spoiled_function(framework, kind, index, formula)
 
 
-# --------------------------------------------------------------- torch ops
-class TorchLinearFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, weight, bias, bug):
-        ctx.save_for_backward(x, weight)
-        ctx.bug = bug
-        return x @ weight.T + bias
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, weight = ctx.saved_tensors
-        grads = (grad @ weight, grad.T @ x, grad.sum(0))
-        return spoil_linear(ctx.bug, grad, x, weight, grads) + (None,)
-
-
-class TorchTanhFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, bug):
-        y = torch.tanh(x)
-        ctx.save_for_backward(y)
-        ctx.bug = bug
-        return y
-
-    @staticmethod
-    def backward(ctx, grad):
-        (y,) = ctx.saved_tensors
-        return spoil_tanh(ctx.bug, grad, y), None
-
-
-class TorchConvFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, weight, bias, bug):
-        ctx.save_for_backward(x, weight)
-        ctx.bug = bug
-        return torch.nn.functional.conv2d(x, weight, bias, padding=1)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, weight = ctx.saved_tensors
-        gx = torch.nn.grad.conv2d_input(x.shape, weight, grad, padding=1)
-        gw = torch.nn.grad.conv2d_weight(x, weight.shape, grad, padding=1)
-        gb = grad.sum((0, 2, 3))
-        if ctx.bug == "weight_double":
-            gw = 2 * gw
-        if ctx.bug == "input_sign":
-            gx = -gx
-        return gx, gw, gb, None
-
-
-class TorchLayerNormFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, weight, bias, bug):
-        mean = x.mean(-1, keepdim=True)
-        invstd = 1 / torch.sqrt(((x - mean) ** 2).mean(-1, keepdim=True) + 1e-5)
-        x_hat = (x - mean) * invstd
-        ctx.save_for_backward(x_hat, invstd, weight)
-        ctx.bug = bug
-        return x_hat * weight + bias
-
-    @staticmethod
-    def backward(ctx, grad):
-        x_hat, invstd, weight = ctx.saved_tensors
-        g = grad * weight
-        gx = invstd * (g - g.mean(-1, keepdim=True) - x_hat * (g * x_hat).mean(-1, keepdim=True))
-        if ctx.bug == "input_terms":
-            gx = invstd * g            # the mean and variance terms forgotten
-        return gx, (grad * x_hat).sum(0), grad.sum(0), None
-
-
-class TorchMSEFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, output, target, bug):
-        ctx.save_for_backward(output - target)
-        ctx.bug = bug
-        return ((output - target) ** 2).mean()
-
-    @staticmethod
-    def backward(ctx, grad):
-        (diff,) = ctx.saved_tensors
-        factor = 1.0 if ctx.bug == "half" else 2.0   # the 2 of x**2 forgotten
-        return grad * factor * diff / diff.numel(), None, None
-
-
-class TorchMaxPoolFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, bug):
-        ctx.save_for_backward(x)
-        ctx.bug = bug
-        return torch.nn.functional.max_pool2d(x, 2)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        with torch.enable_grad():
-            leaf = x.detach().requires_grad_()
-            (gx,) = torch.autograd.grad(torch.nn.functional.max_pool2d(leaf, 2), leaf, grad)
-        return (3 * gx if ctx.bug == "triple" else gx), None
-
-
-class TorchAddFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, skip, branch, bug):
-        ctx.bug = bug
-        return skip + branch
-
-    @staticmethod
-    def backward(ctx, grad):
-        return (-grad if ctx.bug == "skip_sign" else grad), grad, None
-
-
-# ------------------------------------------------------------ minigrad ops
-class MinigradLinearFn(minigrad.Function):
-    @staticmethod
-    def forward(ctx, x, weight, bias, bug):
-        ctx.save_for_backward(x, weight)
-        ctx.bug = bug
-        return x @ weight.T + bias
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, weight = ctx.saved_tensors
-        grads = (grad @ weight, grad.T @ x, grad.sum(0))
-        return spoil_linear(ctx.bug, grad, x, weight, grads) + (None,)
-
-
-class MinigradTanhFn(minigrad.Function):
-    @staticmethod
-    def forward(ctx, x, bug):
-        y = np.tanh(x)
-        ctx.save_for_backward(y)
-        ctx.bug = bug
-        return y
-
-    @staticmethod
-    def backward(ctx, grad):
-        (y,) = ctx.saved_tensors
-        return spoil_tanh(ctx.bug, grad, y), None
-
-
-class MinigradConvFn(MinigradConvOp):
-    """minigrad's conv2d op with a ``bug`` argument after ``padding``."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias, stride, padding, bug):
-        ctx.bug = bug
-        return MinigradConvOp.forward(ctx, x, weight, bias, stride, padding)
-
-    @staticmethod
-    def backward(ctx, grad):
-        gx, gw, gb, _, _ = MinigradConvOp.backward(ctx, grad)
-        if ctx.bug == "weight_double":
-            gw = 2 * gw
-        if ctx.bug == "input_sign":
-            gx = -gx
-        return gx, gw, gb, None, None, None
-
-
-class MinigradLayerNormFn(MinigradLayerNormOp):
-    @staticmethod
-    def forward(ctx, x, normalized_shape, weight, bias, eps, bug):
-        ctx.bug = bug
-        return MinigradLayerNormOp.forward(ctx, x, normalized_shape, weight, bias, eps)
-
-    @staticmethod
-    def backward(ctx, grad):
-        gx, _, gw, gb, _ = MinigradLayerNormOp.backward(ctx, grad)
-        if ctx.bug == "input_terms":
-            x_hat, invstd, weight = ctx.saved_tensors
-            gx = invstd * grad * weight
-        return gx, None, gw, gb, None, None
-
-
-class MinigradMSEFn(minigrad.Function):
-    @staticmethod
-    def forward(ctx, output, target, bug):
-        ctx.save_for_backward(output - target)
-        ctx.bug = bug
-        return np.mean((output - target) ** 2)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (diff,) = ctx.saved_tensors
-        factor = 1.0 if ctx.bug == "half" else 2.0
-        return grad * factor * diff / diff.size, None, None
-
-
-class MinigradMaxPoolFn(MinigradMaxPoolOp):
-    @staticmethod
-    def forward(ctx, x, bug):
-        ctx.bug = bug
-        return MinigradMaxPoolOp.forward(ctx, x, 2, None, 0)
-
-    @staticmethod
-    def backward(ctx, grad):
-        gx = MinigradMaxPoolOp.backward(ctx, grad)[0]
-        return (3 * gx if ctx.bug == "triple" else gx), None
-
-
-class MinigradAddFn(minigrad.Function):
-    @staticmethod
-    def forward(ctx, skip, branch, bug):
-        ctx.bug = bug
-        return skip + branch
-
-    @staticmethod
-    def backward(ctx, grad):
-        return (-grad if ctx.bug == "skip_sign" else grad), grad, None
+def call(framework, kind, bug, *args):
+    """The op ``kind`` on ``args`` (minigrad's argument order): planted, or right for None."""
+    if bug is None:
+        return right_call(framework, kind, *args)
+    return planted_op(framework, kind, bug).apply(*args)
 
 
 # ------------------------------------------------------------------ layers
 def _layers(framework):
     """The planted layer classes of one framework, as a dict."""
     nn = torch.nn if framework == "torch" else minigrad.nn
-    t = framework == "torch"
-    linear_fn, tanh_fn = (TorchLinearFn, TorchTanhFn) if t else (MinigradLinearFn, MinigradTanhFn)
 
     class PlantedLinear(nn.Linear):
         def __init__(self, n_in, n_out, bug=None):
@@ -270,7 +64,7 @@ def _layers(framework):
             self.bug = bug
 
         def forward(self, x):
-            return linear_fn.apply(x, self.weight, self.bias, self.bug)
+            return call(framework, "linear", self.bug, x, self.weight, self.bias)
 
     class PlantedTanh(nn.Module):
         def __init__(self, bug=None):
@@ -278,7 +72,7 @@ def _layers(framework):
             self.bug = bug
 
         def forward(self, x):
-            return tanh_fn.apply(x, self.bug)
+            return call(framework, "tanh", self.bug, x)
 
     class PlantedConv2d(nn.Module):
         def __init__(self, n_in, n_out, bug=None):
@@ -290,9 +84,7 @@ def _layers(framework):
             self.bug = bug
 
         def forward(self, x):
-            if t:
-                return TorchConvFn.apply(x, self.weight, self.bias, self.bug)
-            return MinigradConvFn.apply(x, self.weight, self.bias, 1, 1, self.bug)
+            return call(framework, "conv2d", self.bug, x, self.weight, self.bias, 1, 1)
 
     class PlantedLayerNorm(nn.Module):
         def __init__(self, size, bug=None):
@@ -303,10 +95,8 @@ def _layers(framework):
             self.bug = bug
 
         def forward(self, x):
-            if t:
-                return TorchLayerNormFn.apply(x, self.weight, self.bias, self.bug)
-            return MinigradLayerNormFn.apply(x, self.weight.shape, self.weight, self.bias,
-                                             1e-5, self.bug)
+            return call(framework, "layer_norm", self.bug, x, tuple(self.weight.shape),
+                        self.weight, self.bias, 1e-5)
 
     class MaxPool(nn.Module):
         def __init__(self, bug=None):
@@ -314,7 +104,7 @@ def _layers(framework):
             self.bug = bug
 
         def forward(self, x):
-            return (TorchMaxPoolFn if t else MinigradMaxPoolFn).apply(x, self.bug)
+            return call(framework, "max_pool2d", self.bug, x, 2, None, 0)
 
     class Flatten(nn.Module):
         def forward(self, x):
@@ -332,8 +122,7 @@ def _layers(framework):
             self.add_bug = bug if bug == "skip_sign" else None
 
         def forward(self, x):
-            add = TorchAddFn if t else MinigradAddFn
-            return add.apply(x, self.fc2(self.act(self.fc1(x))), self.add_bug)
+            return call(framework, "add", self.add_bug, x, self.fc2(self.act(self.fc1(x))))
 
     class TwiceTanh(nn.Module):
         """One activation module called twice, and a module returning a tuple."""
@@ -378,8 +167,7 @@ def cross_entropy(framework):
 
 
 def planted_mse(framework, bug=None):
-    fn = TorchMSEFn if framework == "torch" else MinigradMSEFn
-    return lambda output, target: fn.apply(output, target, bug)
+    return lambda output, target: call(framework, "mse", bug, output, target)
 
 
 # ------------------------------------------------------------------ models

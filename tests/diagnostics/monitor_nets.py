@@ -1,7 +1,7 @@
 """Small nets, data and training loops for the Monitor tests, written once for torch and minigrad.
 
-``Framework`` hides the few spellings that differ (tensor construction, functional module,
-seeding); everything else (nn layers, optimizers, parameter names) is the same API.
+``Framework`` is the framework module with its name: minigrad spells everything these tests
+use (tensor construction, ``nn.functional``, seeding, layers, optimizers) as torch does.
 """
 from dataclasses import dataclass
 
@@ -31,7 +31,7 @@ class Framework:
 
     @property
     def F(self):
-        return self.module.nn.functional if self.name == "torch" else self.module.functional
+        return self.module.nn.functional      # minigrad.nn.functional is minigrad.functional
 
     def seed(self, seed):
         self.module.manual_seed(seed)

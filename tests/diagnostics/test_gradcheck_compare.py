@@ -10,7 +10,7 @@ from diagnostics import DiagnosticsError, compare_gradients
 from diagnostics.gradcheck.twins import available, build_pair
 from scenarios.cli import main
 
-from .gradcheck_models import MinigradLinearFn, one_torch_thread
+from .gradcheck_models import one_torch_thread, planted_op
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +37,7 @@ def test_a_planted_minigrad_bug_is_shown_per_parameter():
 
     class Spoiled(minigrad.nn.Linear):
         def forward(self, x):
-            return MinigradLinearFn.apply(x, self.weight, self.bias, "bias_mean")
+            return planted_op("minigrad", "linear", "bias_mean").apply(x, self.weight, self.bias)
 
     spoiled = Spoiled(16, 16)
     mine._modules["2"] = spoiled

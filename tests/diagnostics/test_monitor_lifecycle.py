@@ -202,6 +202,16 @@ def test_bad_arguments_are_refused_before_any_hook(fw):
     assert hook_state(model) == before
 
 
+def test_numpy_integers_are_counts_like_ints(fw):
+    """``every`` and ``window`` take NumPy integers, as every other count in diagnostics does."""
+    model = mlp(fw, [FEATURES, 8, 4])
+    with Monitor(model, every=np.int64(3), window=np.int32(5)) as monitor:
+        assert (monitor.every, monitor.window) == (3, 5)
+        assert type(monitor.every) is int and type(monitor.window) is int
+    with pytest.raises(DiagnosticsError, match="every"):
+        Monitor(model, every=np.int64(0))
+
+
 def test_bad_losses_are_refused(fw):
     model = mlp(fw, [FEATURES, 8, 4])
     with Monitor(model, every=1) as monitor:

@@ -8,6 +8,8 @@ import pytest
 import torch
 
 import minigrad
+from bug_injection import formulas
+from bug_injection.functions import spoiled_function
 from diagnostics import preflight
 from diagnostics.backends import get_backend
 from diagnostics.errors import DiagnosticsError
@@ -161,18 +163,7 @@ def test_missing_zero_grad_is_stale_gradients_and_missing_step_is_params_not_upd
     assert _codes(report, "training steps") == ["LOSS_PLATEAU"]
 
 
-class _WrongReLU(minigrad.Function):
-    """ReLU whose backward lets the gradient through where the input was negative."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return np.maximum(x, 0)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return grad * (x > 0) + 0.5 * grad * (x <= 0)
+_WrongReLU = spoiled_function("minigrad", "relu", 0, formulas.mask_half_kept)
 
 
 class _WrongReLUModule(minigrad.nn.Module):

@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as TF
 
 import minigrad
+from bug_injection import formulas
+from bug_injection.functions import spoiled_function
 from diagnostics import (DiagnosticsError, check_gradients, find_lr, overfit_one_batch,
                          preflight, validate_data)
 from diagnostics.gradcheck.settings import Settings
@@ -448,20 +450,8 @@ def test_numpy_integers_are_integers_everywhere():
         Settings(probes=np.int64(0))
 
 
-class _SumNotMeanCrossEntropy(torch.autograd.Function):
-    """Cross-entropy whose backward forgets the 1/N of the mean."""
-
-    @staticmethod
-    def forward(ctx, logits, labels):
-        ctx.save_for_backward(logits, labels)
-        return TF.cross_entropy(logits, labels)
-
-    @staticmethod
-    def backward(ctx, grad):
-        logits, labels = ctx.saved_tensors
-        probabilities = torch.softmax(logits, dim=1)
-        probabilities[torch.arange(len(labels)), labels] -= 1
-        return grad * probabilities, None
+# cross-entropy whose backward forgets the 1/N of the mean
+_SumNotMeanCrossEntropy = spoiled_function("torch", "cross_entropy", 0, formulas.times_batch_size)
 
 
 def test_a_wrong_loss_backward_is_blamed_on_the_loss_for_a_dict_output():

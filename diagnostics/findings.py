@@ -36,6 +36,9 @@ CODES = {
     "LABEL_RANGE": "targets use a class the output lacks, or never use one it has",
     "LABELS_SORTED": "training batches hold labels sorted by class (data not shuffled)",
     "UNSEEN_LAYERS": "layers the Monitor cannot take statistics of (info)",
+    "MONITOR_ERROR": "a probe or check of the Monitor raised and was turned off (info)",
+    "LR_SCHEDULE_TOO_FAST": "the learning rate decays or cycles in a few dozen steps",
+    "ACCUMULATION_DISCARDED": "gradients of earlier micro-batches are zeroed before the step",
 }
 
 

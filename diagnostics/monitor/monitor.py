@@ -4,7 +4,7 @@ from collections import deque
 
 from ..backends import get_backend
 from ..errors import DiagnosticsError, require
-from ..findings import SEVERITIES
+from ..findings import SEVERITIES, Finding
 from ..outputs import check_selector
 from .checks import FULL_CHECK_STEPS, run_checks
 from .collector import Collector
@@ -86,6 +86,8 @@ class Monitor:
         self._on_finding = on_finding
         self._last_full_check = None
         self._sampled_hooks = []
+        self._hooks_of = {}          # probe -> its sampled hooks, to take off a failed probe
+        self._failed_checks = set()
         self._closed = False
         self._sinks = ()
         try:
@@ -106,8 +108,8 @@ class Monitor:
         ``optimizer.step()``, with the loss (a one-element tensor or a number)."""
         require(not self._closed, "Monitor.step", "an open Monitor", "one that was closed")
         urgent = False
-        for probe in self._step_probes:
-            urgent = probe.on_step(loss) or urgent
+        for probe in list(self._step_probes):
+            urgent = self._guarded(probe, probe.on_step, loss) or urgent
         sample = self._ctx.sample
         if sample is not None:
             self._gather()
@@ -124,8 +126,8 @@ class Monitor:
         view = self._view()
         self._run_checks(view)
         extra = {}
-        for probe in self._probes:
-            extra.update(probe.report_fields())
+        for probe in list(self._probes):
+            extra.update(self._guarded(probe, probe.report_fields) or {})
         return MonitorReport.build(
             view=view, history=self._history, findings=self.findings,
             backend=self._backend.name, model_type=self._layout.root_type, **extra)
@@ -179,18 +181,17 @@ class Monitor:
             self._remove_sampled_hooks()
             return
         ctx.sample = Sample(ctx.step)
-        for probe in self._begin_probes:
-            probe.begin()
+        for probe in list(self._begin_probes):
+            self._guarded(probe, probe.begin)
         if not self._sampled_hooks:
-            try:
-                for probe in self._probes:
-                    self._sampled_hooks += probe.attach()
-            except BaseException:
-                self._remove_sampled_hooks()
-                raise
+            for probe in list(self._probes):
+                handles = self._guarded(probe, probe.attach) or []
+                self._hooks_of[probe] = list(handles)
+                self._sampled_hooks += handles
 
     def _remove_sampled_hooks(self):
         handles, self._sampled_hooks = self._sampled_hooks, []
+        self._hooks_of = {}
         for handle in reversed(handles):   # last in, first out: what a hook added goes too
             handle.remove()
 
@@ -198,21 +199,25 @@ class Monitor:
         """Forward pre-hook on the model, always attached: every model call, for the probes
         that watch them (evaluation passes, the optimizer's step, the input)."""
         grad_enabled = self._backend.grad_enabled()
-        for probe in self._forward_probes:
-            probe.on_forward(args, kwargs, grad_enabled)
+        for probe in list(self._forward_probes):
+            self._guarded(probe, probe.on_forward, args, kwargs, grad_enabled)
         return None
 
     # ---------------------------------------------------------------- samples
     def _gather(self):
         """Every probe's queued results to the host, in one transfer."""
-        for probe in self._probes:
-            probe.contribute()
-        self._collector.flush()
+        for probe in list(self._probes):
+            self._guarded(probe, probe.contribute)
+        try:
+            self._collector.flush()
+        except Exception as error:     # a statistic failed on the device: skip this sample's
+            self._collector.clear()
+            self._record_error("the transfer of a sampled step's statistics", error)
 
     def _finish_sample(self, sample):
         self._samples.append(sample)
-        for probe in self._probes:
-            probe.finish(sample)
+        for probe in list(self._probes):
+            self._guarded(probe, probe.finish, sample)
         view = self._view()
         due = (self._last_full_check is None
                or sample.step - self._last_full_check >= FULL_CHECK_STEPS)
@@ -220,8 +225,8 @@ class Monitor:
             self._last_full_check = sample.step
         self._run_checks(view, urgent_only=not due)
         row = {"step": sample.step}
-        for probe in self._probes:
-            probe.fill_row(row, sample, view)
+        for probe in list(self._probes):
+            self._guarded(probe, probe.fill_row, row, sample, view)
         self._history.add_row(row)
         if self._sinks:
             histograms = self._histograms() if any(getattr(s, "wants_histograms", False)
@@ -231,8 +236,8 @@ class Monitor:
 
     def _view(self):
         fields, signals = {}, {}
-        for probe in self._probes:
-            part = probe.view_fields()
+        for probe in list(self._probes):
+            part = self._guarded(probe, probe.view_fields) or {}
             signals.update(part.get("signals", {}))
             fields.update(part)
         fields["signals"] = signals
@@ -242,7 +247,8 @@ class Monitor:
 
     def _run_checks(self, view, *, urgent_only=False):
         rank = {severity: i for i, severity in enumerate(SEVERITIES)}
-        for finding in run_checks(view, urgent_only=urgent_only):
+        for finding in run_checks(view, urgent_only=urgent_only, skip=self._failed_checks,
+                                  on_error=self._check_failed):
             key = (finding.code, finding.location)
             known = self._findings.get(key)
             if known is not None and rank[finding.severity] <= rank[known.severity]:
@@ -250,6 +256,48 @@ class Monitor:
             self._findings[key] = finding
             if self._on_finding is not None:
                 self._on_finding(finding)
+
+    # ----------------------------------------------------------------- errors
+    def _guarded(self, probe, method, *args):
+        """``method(*args)`` of ``probe``; if it raises, the probe is turned off for the rest of
+        the run (its hooks removed) and a MONITOR_ERROR quotes the exception: a bug of the
+        Monitor on an unusual model must never stop the user's training."""
+        try:
+            return method(*args)
+        except Exception as error:
+            self._disable_probe(probe)
+            self._record_error(f"its {type(probe).__name__} ({method.__name__})", error)
+            return None
+
+    def _disable_probe(self, probe):
+        for probes in (self._probes, self._step_probes, self._forward_probes,
+                       self._begin_probes):
+            if probe in probes:
+                probes.remove(probe)
+        for handle in self._hooks_of.pop(probe, []):
+            handle.remove()
+            self._sampled_hooks.remove(handle)
+
+    def _check_failed(self, check, error):
+        self._failed_checks.add(check)
+        self._record_error(f"its check {check.__name__}", error)
+
+    def _record_error(self, what, error):
+        finding = Finding(
+            "MONITOR_ERROR", "info", None,
+            f"the Monitor turned off {what} at step {self._ctx.step}: it raised "
+            f"{type(error).__name__}: {error}; training goes on, the rest of the Monitor "
+            f"still watches",
+            "nothing to change in your training loop; the signals of the part turned off are "
+            "missing from the report (please report this exception to gradhunt)",
+            {"part": what, "step": self._ctx.step,
+             "exception": f"{type(error).__name__}: {error}"})
+        key = (finding.code, what)
+        if key in self._findings:
+            return
+        self._findings[key] = finding
+        if self._on_finding is not None:
+            self._on_finding(finding)
 
     def _histograms(self):
         backend, arrays = self._backend, {}

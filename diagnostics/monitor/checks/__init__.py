@@ -14,9 +14,21 @@ CHECKS = (loss.CHECKS + gradients.CHECKS + updates.CHECKS + activations.CHECKS +
           + modes.CHECKS + graph.CHECKS)
 
 
-def run_checks(view, *, urgent_only=False):
-    """The findings of every check (or of the urgent ones) for ``view``."""
-    return [finding for check in (URGENT if urgent_only else CHECKS) for finding in check(view)]
+def run_checks(view, *, urgent_only=False, skip=frozenset(), on_error=None):
+    """The findings of every check (or of the urgent ones) for ``view``, but those in
+    ``skip``. A check that raises is handed to ``on_error(check, exception)`` when given (the
+    Monitor turns it off), else the exception propagates."""
+    findings = []
+    for check in (URGENT if urgent_only else CHECKS):
+        if check in skip:
+            continue
+        try:
+            findings += check(view)
+        except Exception as error:
+            if on_error is None:
+                raise
+            on_error(check, error)
+    return findings
 
 
 __all__ = ["CHECKS", "URGENT", "FULL_CHECK_STEPS", "run_checks"]

@@ -2,6 +2,8 @@
 import numbers
 from collections import deque
 
+import numpy as np
+
 from ..backends import get_backend
 from ..errors import DiagnosticsError, require
 from ..findings import SEVERITIES, Finding
@@ -88,6 +90,7 @@ class Monitor:
         self._sampled_hooks = []
         self._hooks_of = {}          # probe -> its sampled hooks, to take off a failed probe
         self._failed_checks = set()
+        self._fields_of = {}         # probe -> its latest view fields
         self._closed = False
         self._sinks = ()
         try:
@@ -235,9 +238,12 @@ class Monitor:
                 sink.write(row, histograms)
 
     def _view(self):
-        fields, signals = {}, {}
         for probe in list(self._probes):
-            part = self._guarded(probe, probe.view_fields) or {}
+            part = self._guarded(probe, probe.view_fields)
+            if part is not None:
+                self._fields_of[probe] = part
+        fields, signals = {"losses": np.zeros(0)}, {}
+        for part in self._fields_of.values():   # a probe turned off: what it last saw
             signals.update(part.get("signals", {}))
             fields.update(part)
         fields["signals"] = signals
@@ -264,6 +270,8 @@ class Monitor:
         Monitor on an unusual model must never stop the user's training."""
         try:
             return method(*args)
+        except DiagnosticsError:       # a bad argument of the user's (a loss that is no loss)
+            raise
         except Exception as error:
             self._disable_probe(probe)
             self._record_error(f"its {type(probe).__name__} ({method.__name__})", error)

@@ -4,14 +4,14 @@
 gradients: the alerts that should not wait); the others run at most every ``FULL_CHECK_STEPS``
 steps and on every ``report()``.
 """
-from . import activations, gradients, graph, inputs, loss, modes, updates
+from . import activations, gradients, graph, inputs, loss, modes, schedule, updates
 
 FULL_CHECK_STEPS = 50
 
 URGENT = (loss.nan_loss, gradients.stale_gradients, gradients.exploding_gradients)
 
 CHECKS = (loss.CHECKS + gradients.CHECKS + updates.CHECKS + activations.CHECKS + inputs.CHECKS
-          + modes.CHECKS + graph.CHECKS)
+          + modes.CHECKS + graph.CHECKS + schedule.CHECKS)
 
 
 def run_checks(view, *, urgent_only=False, skip=frozenset(), on_error=None):

@@ -10,6 +10,7 @@ probe                     signal
 ========================  ==================================================================
 ``LossProbe``             the loss of every step (history, first NaN, loss levels)
 ``LearningRateProbe``     the optimizer's learning rates
+``ScheduleProbe``         the learning rate of every step: its peak and how fast it fell
 ``InputsProbe``           the model input's statistics and the batch size
 ``OutputsProbe``          the logits' width (classes) and prediction entropy
 ``ActivationsProbe``      each layer's output statistics (per call: ``act#2``) and silent
@@ -47,11 +48,12 @@ from .learning_rate import LearningRateProbe
 from .loss import LossProbe
 from .modes import ModesProbe
 from .outputs import OutputsProbe
+from .schedule import ScheduleProbe
 from .updates import UpdatesProbe
 
 PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsProbe,
-          UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe)
+          UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, ScheduleProbe)
 
 __all__ = ["PROBES", "Context", "Probe", "ActivationsProbe", "GradientsProbe", "GraphProbe",
            "InputsProbe", "LearningRateProbe", "LossProbe", "ModesProbe", "OutputsProbe",
-           "UpdatesProbe"]
+           "ScheduleProbe", "UpdatesProbe"]

@@ -278,6 +278,10 @@ class Monitor:
             return None
 
     def _disable_probe(self, probe):
+        try:
+            probe.close()          # its own permanent hooks
+        except Exception:
+            pass                   # already reported; the rest of the Monitor goes on
         for probes in (self._probes, self._step_probes, self._forward_probes,
                        self._begin_probes):
             if probe in probes:

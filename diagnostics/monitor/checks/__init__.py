@@ -4,14 +4,15 @@
 gradients: the alerts that should not wait); the others run at most every ``FULL_CHECK_STEPS``
 steps and on every ``report()``.
 """
-from . import activations, gradients, graph, inputs, loss, modes, schedule, updates
+from . import accumulation, activations, gradients, graph, inputs, loss, modes, schedule, updates
 
 FULL_CHECK_STEPS = 50
 
 URGENT = (loss.nan_loss, gradients.stale_gradients, gradients.exploding_gradients)
 
 CHECKS = (loss.CHECKS + gradients.CHECKS + updates.CHECKS + activations.CHECKS + inputs.CHECKS
-          + modes.CHECKS + graph.CHECKS + schedule.CHECKS)
+          + modes.CHECKS + graph.CHECKS + schedule.CHECKS
+          + accumulation.CHECKS)
 
 
 def run_checks(view, *, urgent_only=False, skip=frozenset(), on_error=None):

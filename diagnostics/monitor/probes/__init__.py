@@ -11,6 +11,7 @@ probe                     signal
 ``LossProbe``             the loss of every step (history, first NaN, loss levels)
 ``LearningRateProbe``     the optimizer's learning rates
 ``ScheduleProbe``         the learning rate of every step: its peak and how fast it fell
+``AccumulationProbe``     backward passes per optimizer step, and those ``zero_grad`` dropped
 ``InputsProbe``           the model input's statistics and the batch size
 ``OutputsProbe``          the logits' width (classes) and prediction entropy
 ``ActivationsProbe``      each layer's output statistics (per call: ``act#2``) and silent
@@ -39,6 +40,7 @@ How to add a signal (three files and a registration):
 
 tests/diagnostics/test_monitor_probes.py adds a toy signal exactly this way.
 """
+from .accumulation import AccumulationProbe
 from .activations import ActivationsProbe
 from .base import Context, Probe
 from .gradients import GradientsProbe
@@ -52,8 +54,9 @@ from .schedule import ScheduleProbe
 from .updates import UpdatesProbe
 
 PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsProbe,
-          UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, ScheduleProbe)
+          UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, ScheduleProbe,
+          AccumulationProbe)
 
-__all__ = ["PROBES", "Context", "Probe", "ActivationsProbe", "GradientsProbe", "GraphProbe",
-           "InputsProbe", "LearningRateProbe", "LossProbe", "ModesProbe", "OutputsProbe",
+__all__ = ["PROBES", "Context", "Probe", "AccumulationProbe", "ActivationsProbe",
+           "GradientsProbe", "GraphProbe", "InputsProbe", "LearningRateProbe", "LossProbe", "ModesProbe", "OutputsProbe",
            "ScheduleProbe", "UpdatesProbe"]

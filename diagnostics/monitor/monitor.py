@@ -112,7 +112,7 @@ class Monitor:
         require(not self._closed, "Monitor.step", "an open Monitor", "one that was closed")
         urgent = False
         for probe in list(self._step_probes):
-            urgent = self._guarded(probe, probe.on_step, loss) or urgent
+            urgent = self._guarded(probe, "on_step", loss) or urgent
         sample = self._ctx.sample
         if sample is not None:
             self._gather()
@@ -130,7 +130,7 @@ class Monitor:
         self._run_checks(view)
         extra = {}
         for probe in list(self._probes):
-            extra.update(self._guarded(probe, probe.report_fields) or {})
+            extra.update(self._guarded(probe, "report_fields") or {})
         return MonitorReport.build(
             view=view, history=self._history, findings=self.findings,
             backend=self._backend.name, model_type=self._layout.root_type, **extra)
@@ -185,10 +185,10 @@ class Monitor:
             return
         ctx.sample = Sample(ctx.step)
         for probe in list(self._begin_probes):
-            self._guarded(probe, probe.begin)
+            self._guarded(probe, "begin")
         if not self._sampled_hooks:
             for probe in list(self._probes):
-                handles = self._guarded(probe, probe.attach) or []
+                handles = self._guarded(probe, "attach") or []
                 self._hooks_of[probe] = list(handles)
                 self._sampled_hooks += handles
 
@@ -203,14 +203,14 @@ class Monitor:
         that watch them (evaluation passes, the optimizer's step, the input)."""
         grad_enabled = self._backend.grad_enabled()
         for probe in list(self._forward_probes):
-            self._guarded(probe, probe.on_forward, args, kwargs, grad_enabled)
+            self._guarded(probe, "on_forward", args, kwargs, grad_enabled)
         return None
 
     # ---------------------------------------------------------------- samples
     def _gather(self):
         """Every probe's queued results to the host, in one transfer."""
         for probe in list(self._probes):
-            self._guarded(probe, probe.contribute)
+            self._guarded(probe, "contribute")
         try:
             self._collector.flush()
         except Exception as error:     # a statistic failed on the device: skip this sample's
@@ -220,7 +220,7 @@ class Monitor:
     def _finish_sample(self, sample):
         self._samples.append(sample)
         for probe in list(self._probes):
-            self._guarded(probe, probe.finish, sample)
+            self._guarded(probe, "finish", sample)
         view = self._view()
         due = (self._last_full_check is None
                or sample.step - self._last_full_check >= FULL_CHECK_STEPS)
@@ -229,7 +229,7 @@ class Monitor:
         self._run_checks(view, urgent_only=not due)
         row = {"step": sample.step}
         for probe in list(self._probes):
-            self._guarded(probe, probe.fill_row, row, sample, view)
+            self._guarded(probe, "fill_row", row, sample, view)
         self._history.add_row(row)
         if self._sinks:
             histograms = self._histograms() if any(getattr(s, "wants_histograms", False)
@@ -239,7 +239,7 @@ class Monitor:
 
     def _view(self):
         for probe in list(self._probes):
-            part = self._guarded(probe, probe.view_fields)
+            part = self._guarded(probe, "view_fields")
             if part is not None:
                 self._fields_of[probe] = part
         fields, signals = {"losses": np.zeros(0)}, {}
@@ -265,16 +265,16 @@ class Monitor:
 
     # ----------------------------------------------------------------- errors
     def _guarded(self, probe, method, *args):
-        """``method(*args)`` of ``probe``; if it raises, the probe is turned off for the rest of
+        """``probe.method(*args)``; if it raises, the probe is turned off for the rest of
         the run (its hooks removed) and a MONITOR_ERROR quotes the exception: a bug of the
         Monitor on an unusual model must never stop the user's training."""
         try:
-            return method(*args)
+            return getattr(probe, method)(*args)
         except DiagnosticsError:       # a bad argument of the user's (a loss that is no loss)
             raise
         except Exception as error:
             self._disable_probe(probe)
-            self._record_error(f"its {type(probe).__name__} ({method.__name__})", error)
+            self._record_error(f"its {type(probe).__name__} ({method})", error)
             return None
 
     def _disable_probe(self, probe):

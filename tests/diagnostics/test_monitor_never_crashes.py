@@ -95,7 +95,7 @@ def test_a_probe_that_raises_is_turned_off_and_quoted(monkeypatch):
     errors = [a for a in alerts if a.code == "MONITOR_ERROR"]
     assert disabled and len(errors) == 1
     assert errors[0].severity == "info"
-    assert "GradientsProbe" in errors[0].message and "broadcast" in errors[0].message
+    assert "GradientsProbe (finish)" in errors[0].message and "broadcast" in errors[0].message
     assert monitor.report().history.steps == 5                 # the other signals went on
     assert len(model[0].weight._backward_hooks or {}) == hooks_before
 

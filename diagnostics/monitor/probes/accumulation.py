@@ -43,10 +43,8 @@ class AccumulationProbe(Probe):
         param = held[-1]           # the last layer's: a gradient in every backward pass
         self.trace.parameter = param.name
         handles = [self.ctx.backend.add_tensor_hook(param.tensor, self._backward_hook(param))]
-        register = getattr(self.ctx.optimizer, "register_step_pre_hook", None)
-        if callable(register):
-            handles.append(register(lambda optimizer, args, kwargs: self._close_window()))
-        return handles
+        step_hook = _add_step_pre_hook(self.ctx.optimizer, self._close_window)
+        return handles + ([step_hook] if step_hook is not None else [])
 
     def _backward_hook(self, param):
         def hook(grad):
@@ -82,3 +80,18 @@ class AccumulationProbe(Probe):
         for handle in self._handles or []:
             handle.remove()
         self._handles = []
+
+
+def _add_step_pre_hook(optimizer, close):
+    """A torch optimizer's step pre-hook calling ``close()``, or None. A wrapper that does not
+    set up torch's hook registry (accelerate's ``AcceleratedOptimizer``) is hooked through the
+    optimizer it wraps (``.optimizer``); without any, ``Monitor.step`` closes the windows."""
+    for candidate in (optimizer, getattr(optimizer, "optimizer", None)):
+        register = getattr(candidate, "register_step_pre_hook", None)
+        if not callable(register):
+            continue
+        try:
+            return register(lambda opt, args, kwargs: close())
+        except (AttributeError, TypeError, RuntimeError):
+            continue
+    return None

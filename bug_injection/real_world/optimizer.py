@@ -65,10 +65,8 @@ ENTRIES = (
           root_cause="the scheduler was stepped in the batch loop instead of the epoch loop, so "
                      "the learning rate decays after every batch instead of every epoch",
           buggy=lambda: _scheduler(True), fixed=lambda: _scheduler(False),
-          tool="monitor", codes=(),
-          expected="none yet: a learning-rate schedule that collapses within an epoch (Monitor)",
-          status="missed: the learning rate halves every 2 batches (0.05 to 5e-8 by step 40) "
-                 "and nothing is raised"),
+          tool="monitor", codes=("LR_SCHEDULE_TOO_FAST",),
+          expected="LR_SCHEDULE_TOO_FAST (Monitor)", status="diagnosed"),
     Entry(name="optimizer_on_first_model_instance",
           source="spro/practical-pytorch#9",
           category="optimizer and scheduler",

@@ -136,10 +136,8 @@ ENTRIES = (
           root_cause="zero_grad is called inside the micro-batch loop, so gradient accumulation "
                      "keeps only the last micro-batch",
           buggy=lambda: _accumulation(True), fixed=lambda: _accumulation(False),
-          tool="monitor", codes=(),
-          expected="none yet: a check that accumulated gradients cover every micro-batch",
-          status="missed: each step uses only the last of 4 micro-batches and nothing is "
-                 "raised"),
+          tool="monitor", codes=("ACCUMULATION_DISCARDED",),
+          expected="ACCUMULATION_DISCARDED (Monitor)", status="diagnosed"),
     Entry(name="epoch_start_zero_grad_drops_accumulation",
           source="ultralytics/ultralytics#11217",
           category="training loop",
@@ -147,9 +145,8 @@ ENTRIES = (
                      "optimizer step, so with gradient accumulation the batches at the end of "
                      "an epoch that did not fill a window are thrown away",
           buggy=lambda: _epoch_start_zero_grad(True), fixed=lambda: _epoch_start_zero_grad(False),
-          tool="monitor", codes=(),
-          expected="none yet: a check that accumulated gradients cover every micro-batch",
-          status="missed: the dropped micro-batches leave no trace in the steps taken"),
+          tool="monitor", codes=("ACCUMULATION_DISCARDED",),
+          expected="ACCUMULATION_DISCARDED (Monitor)", status="diagnosed"),
     Entry(name="train_mode_not_restored_after_validation",
           source="fartashf/vsepp#4",
           category="training loop",

@@ -117,18 +117,27 @@ class TorchBackend(Backend):
         model.to(dtype=getattr(self.torch, dtype.name))
 
 
+_HOOK_DICTS_MADE = {}   # id(tensor) -> the hook dict a _TensorHookHandle made torch create
+
+
 class _TensorHookHandle:
-    """A hook on a tensor whose ``remove()`` also drops the hook dict torch created for it."""
+    """A hook on a tensor whose ``remove()`` also drops the hook dict torch created for it,
+    also when several handles overlap (the last one removed drops it)."""
 
     def __init__(self, tensor, hook):
         self._tensor = tensor
-        self._created_dict = tensor._backward_hooks is None
+        created = tensor._backward_hooks is None
         self._handle = tensor.register_hook(hook)
+        if created:
+            _HOOK_DICTS_MADE[id(tensor)] = tensor._backward_hooks
 
     def remove(self):
         self._handle.remove()
-        if self._created_dict and not self._tensor._backward_hooks:
-            self._tensor._backward_hooks = None
+        tensor = self._tensor
+        made = _HOOK_DICTS_MADE.get(id(tensor))
+        if made is not None and tensor._backward_hooks is made and not made:
+            tensor._backward_hooks = None
+            del _HOOK_DICTS_MADE[id(tensor)]
 
 
 @contextlib.contextmanager

@@ -60,16 +60,16 @@ class Layout:
                        for name, param in backend.named_parameters()]
         self.mode_modules = [(name, module) for name, module in modules
                              if changes_with_mode(module)]
-        kinds = {name: module_kind(module) for name, module in modules}
+        modules_by_name = dict(modules)
         self.type_names = {name: type(module).__name__ for name, module in modules}
         # weights whose rows are output units (Linear, Conv): a row without gradient in every
         # batch is a unit whose output never reaches the loss (an embedding's rows are words)
+        shapes = {p.name: p.shape for p in self.params}
+        trainable = {p.name for p in self.trainable}
         self.unit_weights = [p.name for p in self.weights
                              if p.name.rpartition(".")[2] == "weight"
-                             and kinds.get(p.module_name) != EMBEDDING
-                             and not self.type_names.get(p.module_name, "").startswith(
-                                 "ConvTranspose")]      # (in, out, ...): rows are inputs
-        trainable = {p.name for p in self.trainable}
+                             and _rows_are_units(modules_by_name.get(p.module_name), p.shape,
+                                                 shapes.get(_bias_of(p.name)))]
         self.unit_biases = {name: _bias_of(name) for name in self.unit_weights
                             if _bias_of(name) in trainable}
 
@@ -94,6 +94,25 @@ class Layout:
     def weights(self):
         """Trainable matrices and kernels in model order: one per layer for gradient flow."""
         return [p for p in self.params if p.trainable and p.is_weight]
+
+
+# layers whose weight is (out, in, ...): rows are output units whatever the bias says
+_ROWS_ARE_OUTPUTS = {"Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d"}
+
+
+def _rows_are_units(module, weight_shape, bias_shape):
+    """True when the rows of a module's weight are its output units. A known Linear/Conv has
+    that layout; another module only when its bias has one entry per row (transformers'
+    ``Conv1D`` stores (in, out), a transposed convolution (in, out, ...), an embedding's rows
+    are words): anything else gets no per-unit check rather than a wrong one."""
+    if module is None or module_kind(module) == EMBEDDING:
+        return False
+    names = {cls.__name__ for cls in type(module).__mro__}
+    if any(name.startswith("ConvTranspose") or name == "Conv1D" for name in names):
+        return False
+    if bias_shape is not None:
+        return len(bias_shape) == 1 and bias_shape[0] == weight_shape[0]
+    return bool(names & _ROWS_ARE_OUTPUTS)
 
 
 def _bias_of(weight_name):

@@ -33,6 +33,15 @@ class FindingLog:
     def resolved(self):
         return list(self._resolved)
 
+    def record(self, finding, *, key, step):
+        """Hold ``finding`` under ``key`` from ``step`` on, with no check behind it (it is
+        never resolved); False if one is held under ``key`` already."""
+        if key in self._active:
+            return False
+        self._active[key] = replace(finding, first_step=step, last_step=step)
+        self._sources[key] = set()
+        return True
+
     def update(self, step, results):
         """Fold in ``[(check, findings)]`` from the checks that ran at ``step``; returns the
         transitions: new findings (or ones whose severity rose) and resolved ones, in order."""

@@ -1,8 +1,11 @@
 """``Monitor``: watch a training loop through hooks: statistics, loss health and findings."""
 from collections import deque
 
+import numpy as np
+
 from ..backends import get_backend
 from ..errors import DiagnosticsError, require
+from ..findings import Finding
 from ..outputs import check_selector
 from ..validators import check_float, check_int
 from .checks import FULL_CHECK_STEPS, run_each
@@ -126,6 +129,9 @@ class Monitor:
         self._on_finding, self._on_resolved = on_finding, on_resolved
         self._last_full_check = None
         self._sampled_hooks = []
+        self._hooks_of = {}          # probe -> its sampled hooks, to take off a failed probe
+        self._failed_checks = set()
+        self._fields_of = {}         # probe -> its latest view fields
         self._closed = False
         self._sinks = ()
         try:
@@ -146,8 +152,8 @@ class Monitor:
         ``optimizer.step()``, with the loss (a one-element tensor or a number)."""
         require(not self._closed, "Monitor.step", "an open Monitor", "one that was closed")
         urgent = False
-        for probe in self._step_probes:
-            urgent = probe.on_step(loss) or urgent
+        for probe in list(self._step_probes):
+            urgent = self._guarded(probe, "on_step", loss) or urgent
         sample = self._ctx.sample
         if sample is not None:
             self._gather()
@@ -164,8 +170,8 @@ class Monitor:
         view = self._view()
         self._run_checks(view)
         extra = {}
-        for probe in self._probes:
-            extra.update(probe.report_fields())
+        for probe in list(self._probes):
+            extra.update(self._guarded(probe, "report_fields") or {})
         return MonitorReport.build(
             view=view, history=self._history, findings=self.findings,
             resolved=self.resolved, backend=self._backend.name,
@@ -226,18 +232,17 @@ class Monitor:
             self._remove_sampled_hooks()
             return
         ctx.sample = Sample(ctx.step)
-        for probe in self._begin_probes:
-            probe.begin()
+        for probe in list(self._begin_probes):
+            self._guarded(probe, "begin")
         if not self._sampled_hooks:
-            try:
-                for probe in self._probes:
-                    self._sampled_hooks += probe.attach()
-            except BaseException:
-                self._remove_sampled_hooks()
-                raise
+            for probe in list(self._probes):
+                handles = self._guarded(probe, "attach") or []
+                self._hooks_of[probe] = list(handles)
+                self._sampled_hooks += handles
 
     def _remove_sampled_hooks(self):
         handles, self._sampled_hooks = self._sampled_hooks, []
+        self._hooks_of = {}
         for handle in reversed(handles):   # last in, first out: what a hook added goes too
             handle.remove()
 
@@ -245,21 +250,25 @@ class Monitor:
         """Forward pre-hook on the model, always attached: every model call, for the probes
         that watch them (evaluation passes, the optimizer's step, the input)."""
         grad_enabled = self._backend.grad_enabled()
-        for probe in self._forward_probes:
-            probe.on_forward(args, kwargs, grad_enabled)
+        for probe in list(self._forward_probes):
+            self._guarded(probe, "on_forward", args, kwargs, grad_enabled)
         return None
 
     # ---------------------------------------------------------------- samples
     def _gather(self):
         """Every probe's queued results to the host, in one transfer."""
-        for probe in self._probes:
-            probe.contribute()
-        self._collector.flush()
+        for probe in list(self._probes):
+            self._guarded(probe, "contribute")
+        try:
+            self._collector.flush()
+        except Exception as error:     # a statistic failed on the device: skip this sample's
+            self._collector.clear()
+            self._record_error("the transfer of a sampled step's statistics", error)
 
     def _finish_sample(self, sample):
         self._samples.append(sample)
-        for probe in self._probes:
-            probe.finish(sample)
+        for probe in list(self._probes):
+            self._guarded(probe, "finish", sample)
         view = self._view()
         due = (self._last_full_check is None
                or sample.step - self._last_full_check >= FULL_CHECK_STEPS)
@@ -269,8 +278,8 @@ class Monitor:
         if self._ranks is not None:
             self._exchange(sample.step)
         row = {"step": sample.step}
-        for probe in self._probes:
-            probe.fill_row(row, sample, view)
+        for probe in list(self._probes):
+            self._guarded(probe, "fill_row", row, sample, view)
         self._history.add_row(row)
         if self._sinks:
             histograms = self._histograms() if any(getattr(s, "wants_histograms", False)
@@ -286,9 +295,12 @@ class Monitor:
                 self._on_finding(finding)
 
     def _view(self):
-        fields, signals = {}, {}
-        for probe in self._probes:
-            part = probe.view_fields()
+        for probe in list(self._probes):
+            part = self._guarded(probe, "view_fields")
+            if part is not None:
+                self._fields_of[probe] = part
+        fields, signals = {"losses": np.zeros(0)}, {}
+        for part in self._fields_of.values():   # a probe turned off: what it last saw
             signals.update(part.get("signals", {}))
             fields.update(part)
         fields["signals"] = signals
@@ -298,7 +310,9 @@ class Monitor:
 
     def _run_checks(self, view, *, urgent_only=False):
         step = self._history.steps - 1   # the iteration that just ended
-        for finding in self._log.update(step, run_each(view, urgent_only=urgent_only)):
+        for finding in self._log.update(step, run_each(view, urgent_only=urgent_only,
+                                                    skip=self._failed_checks,
+                                                    on_error=self._check_failed)):
             for sink in self._sinks:
                 write = getattr(sink, "write_finding", None)
                 if write is not None:
@@ -306,6 +320,51 @@ class Monitor:
             callback = self._on_resolved if finding.resolved else self._on_finding
             if callback is not None:
                 callback(finding)
+
+    # ----------------------------------------------------------------- errors
+    def _guarded(self, probe, method, *args):
+        """``probe.method(*args)``; if it raises, the probe is turned off for the rest of
+        the run (its hooks removed) and a MONITOR_ERROR quotes the exception: a bug of the
+        Monitor on an unusual model must never stop the user's training."""
+        try:
+            return getattr(probe, method)(*args)
+        except DiagnosticsError:       # a bad argument of the user's (a loss that is no loss)
+            raise
+        except Exception as error:
+            self._disable_probe(probe)
+            self._record_error(f"its {type(probe).__name__} ({method})", error)
+            return None
+
+    def _disable_probe(self, probe):
+        try:
+            probe.close()          # its own permanent hooks
+        except Exception:
+            pass                   # already reported; the rest of the Monitor goes on
+        for probes in (self._probes, self._step_probes, self._forward_probes,
+                       self._begin_probes):
+            if probe in probes:
+                probes.remove(probe)
+        for handle in self._hooks_of.pop(probe, []):
+            handle.remove()
+            self._sampled_hooks.remove(handle)
+
+    def _check_failed(self, check, error):
+        self._failed_checks.add(check)
+        self._record_error(f"its check {check.__name__}", error)
+
+    def _record_error(self, what, error):
+        finding = Finding(
+            "MONITOR_ERROR", "info", None,
+            f"the Monitor turned off {what} at step {self._ctx.step}: it raised "
+            f"{type(error).__name__}: {error}; training goes on, the rest of the Monitor "
+            f"still watches",
+            "nothing to change in your training loop; the signals of the part turned off are "
+            "missing from the report (please report this exception to gradhunt)",
+            {"part": what, "step": self._ctx.step,
+             "exception": f"{type(error).__name__}: {error}"})
+        if self._log.record(finding, key=(finding.code, what), step=self._ctx.step):
+            if self._on_finding is not None:
+                self._on_finding(finding)
 
     def _histograms(self):
         backend, arrays = self._backend, {}

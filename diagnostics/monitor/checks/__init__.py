@@ -4,8 +4,8 @@
 gradients: the alerts that should not wait); the others run at most every ``FULL_CHECK_STEPS``
 steps and on every ``report()``.
 """
-from . import (activations, gradients, graph, inputs, loss, mixed_precision, modes,
-               probabilities, step_gradients, training_mode, updates)
+from . import (accumulation, activations, gradients, graph, inputs, loss, mixed_precision,
+               modes, probabilities, schedule, step_gradients, training_mode, updates)
 
 FULL_CHECK_STEPS = 50
 
@@ -14,18 +14,33 @@ URGENT = (loss.nan_loss, gradients.stale_gradients, gradients.exploding_gradient
 
 CHECKS = (loss.CHECKS + gradients.CHECKS + updates.CHECKS + activations.CHECKS + inputs.CHECKS
           + modes.CHECKS + graph.CHECKS + training_mode.CHECKS + probabilities.CHECKS
-          + mixed_precision.CHECKS + step_gradients.CHECKS)
+          + mixed_precision.CHECKS + step_gradients.CHECKS + schedule.CHECKS
+          + accumulation.CHECKS)
 
 
-def run_checks(view, *, urgent_only=False):
-    """The findings of every check (or of the urgent ones) for ``view``."""
-    return [finding for _, found in run_each(view, urgent_only=urgent_only) for finding in found]
+def run_checks(view, *, urgent_only=False, skip=frozenset(), on_error=None):
+    """The findings of every check (or of the urgent ones) for ``view``, but those in
+    ``skip`` (see ``run_each``)."""
+    return [finding for _, found in run_each(view, urgent_only=urgent_only, skip=skip,
+                                             on_error=on_error) for finding in found]
 
 
-def run_each(view, *, urgent_only=False):
-    """``[(check, its findings)]`` for every check that ran: a check that ran and found
-    nothing is the evidence that its earlier findings stopped holding."""
-    return [(check, check(view)) for check in (URGENT if urgent_only else CHECKS)]
+def run_each(view, *, urgent_only=False, skip=frozenset(), on_error=None):
+    """``[(check, its findings)]`` for every check that ran, but those in ``skip``: a check
+    that ran and found nothing is the evidence that its earlier findings stopped holding. A
+    check that raises is handed to ``on_error(check, exception)`` when given (the Monitor
+    turns it off) and left out, else the exception propagates."""
+    results = []
+    for check in (URGENT if urgent_only else CHECKS):
+        if check in skip:
+            continue
+        try:
+            results.append((check, check(view)))
+        except Exception as error:
+            if on_error is None:
+                raise
+            on_error(check, error)
+    return results
 
 
 __all__ = ["CHECKS", "URGENT", "FULL_CHECK_STEPS", "run_checks", "run_each"]

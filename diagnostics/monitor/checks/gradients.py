@@ -1,4 +1,6 @@
 """Gradient health: vanishing and exploding flow, stale (never zeroed) and missing gradients."""
+import itertools
+
 import numpy as np
 
 from ...findings import Finding
@@ -7,6 +9,10 @@ from .advice import clip_gradients, lower_learning_rate
 
 
 def vanishing_gradients(view):
+    """The gradient vanishes on its way to the input: the first weights in model order get
+    less than ``vanishing_ratio`` of the largest gradient RMS. A starved layer after one with an ordinary gradient is not vanishing
+    flow: attention's query and key projections get tiny gradients at init (the softmax of
+    near-uniform scores is flat) while the embeddings before them learn."""
     flow = [(w, view.gradient_rms(w.name)) for w in view.layout.weights]
     flow = [(w, rms) for w, rms in flow if rms is not None and np.isfinite(rms)]
     if len(flow) < 2:
@@ -15,7 +21,7 @@ def vanishing_gradients(view):
     if top <= 0:
         return []
     limit = view.thresholds.vanishing_ratio * top
-    starved = [(w, rms) for w, rms in flow if rms < limit]
+    starved = list(itertools.takewhile(lambda item: item[1] < limit, flow))
     if not starved:
         return []
     first, rms = starved[0]   # flow is in the model's own order: the earliest starved layer
@@ -23,8 +29,8 @@ def vanishing_gradients(view):
         "VANISHING_GRADIENTS", "warning", first.module_name,
         f"the gradient reaching layer {display_name(first.module_name)} is {rms / top:.2g} times "
         f"that of layer {display_name(reference.module_name)} (RMS {rms:.3g} vs {top:.3g}); "
-        f"{len(starved)} of {len(flow)} layers get less than {view.thresholds.vanishing_ratio:g} "
-        f"of the largest",
+        f"the first {len(starved)} of {len(flow)} layers get less than "
+        f"{view.thresholds.vanishing_ratio:g} of the largest",
         "ReLU/GELU instead of sigmoid/tanh in hidden layers; residual (skip) connections; "
         "BatchNorm/LayerNorm; He (Kaiming) init; fewer layers",
         {"ratio": rms / top, "reference_layer": display_name(reference.module_name),

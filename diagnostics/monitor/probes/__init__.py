@@ -10,6 +10,8 @@ probe                     signal
 ========================  ==================================================================
 ``LossProbe``             the loss of every step (history, first NaN, loss levels)
 ``LearningRateProbe``     the optimizer's learning rates
+``ScheduleProbe``         the learning rate of every step: its peak and how fast it fell
+``AccumulationProbe``     backward passes per optimizer step, and those ``zero_grad`` dropped
 ``InputsProbe``           the model input's statistics and the batch size
 ``OutputsProbe``          the logits' width (classes) and prediction entropy
 ``ActivationsProbe``      each layer's output statistics (per call: ``act#2``) and silent
@@ -19,6 +21,8 @@ probe                     signal
                           gradient
 ``ModesProbe``            passes without gradients while modules are in training mode
 ``GraphProbe``            loss tensors held with their autograd graph
+``TrainingModeProbe``     training steps taken while dropout and batch norm are in eval mode
+``ProbabilitiesProbe``    output rows that are probabilities, and the loss's gradient on them
 ``MixedPrecisionProbe``   autocast's dtype, a GradScaler's scale and its skipped steps
 ``StepGradientsProbe``    opt-in: the gradient norm at every step (NaN/inf, spikes)
 ``RanksProbe``            (only in a torch.distributed job, ``monitor.distributed``)
@@ -42,6 +46,7 @@ How to add a signal (three files and a registration):
 
 tests/diagnostics/test_monitor_probes.py adds a toy signal exactly this way.
 """
+from .accumulation import AccumulationProbe
 from .activations import ActivationsProbe
 from .base import Context, Probe
 from .gradients import GradientsProbe
@@ -53,15 +58,17 @@ from .mixed_precision import MixedPrecisionProbe
 from .modes import ModesProbe
 from .outputs import OutputsProbe
 from .probabilities import ProbabilitiesProbe
+from .schedule import ScheduleProbe
 from .step_gradients import StepGradientsProbe
 from .training_mode import TrainingModeProbe
 from .updates import UpdatesProbe
 
 PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsProbe,
           UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, TrainingModeProbe,
-          ProbabilitiesProbe, MixedPrecisionProbe, StepGradientsProbe)
+          ProbabilitiesProbe, MixedPrecisionProbe, StepGradientsProbe, ScheduleProbe,
+          AccumulationProbe)
 
-__all__ = ["PROBES", "Context", "Probe", "ActivationsProbe", "GradientsProbe", "GraphProbe",
-           "InputsProbe", "LearningRateProbe", "LossProbe", "MixedPrecisionProbe", "ModesProbe",
-           "OutputsProbe", "ProbabilitiesProbe", "StepGradientsProbe", "TrainingModeProbe",
-           "UpdatesProbe"]
+__all__ = ["PROBES", "Context", "Probe", "AccumulationProbe", "ActivationsProbe",
+           "GradientsProbe", "GraphProbe", "InputsProbe", "LearningRateProbe", "LossProbe",
+           "MixedPrecisionProbe", "ModesProbe", "OutputsProbe", "ProbabilitiesProbe",
+           "ScheduleProbe", "StepGradientsProbe", "TrainingModeProbe", "UpdatesProbe"]

@@ -5,23 +5,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import minigrad
 from diagnostics.backends import get_backend
 from diagnostics.monitor.kernels import kernels_for
 
-
-def _torch_model():
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
-
-
-def _minigrad_model():
-    minigrad.manual_seed(0)
-    return minigrad.nn.Sequential(minigrad.nn.Linear(3, 4), minigrad.nn.ReLU(),
-                                  minigrad.nn.Linear(4, 2))
-
-
-MODELS = {"torch": _torch_model, "minigrad": _minigrad_model}
+from .test_backends import MODELS  # the same two small models
 
 
 @pytest.fixture(params=sorted(MODELS))

@@ -2,7 +2,8 @@
 
 The backwards people now write by hand are attention kernels, fused cross-entropies and
 embedding lookups. Each bug below is that op's backward with one mistake, written once in
-NumPy (the lines marked ``# bug``); ``functions.planted_function`` wraps it as a minigrad ``Function``
+NumPy (the lines marked ``# bug``); ``functions.planted_function`` wraps it as a minigrad
+``Function``
 (the right op's forward, the wrong backward) or as a ``torch.autograd.Function`` (torch's
 forward, the same NumPy backward on the saved inputs). The plant swaps one method of one
 module (``attend`` of an attention module, ``forward`` of the embedding or of the loss) for

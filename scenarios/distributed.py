@@ -134,7 +134,8 @@ def _train(rank, world, spec, out):
         exchanges = monitor._ranks.exchanges if monitor._ranks is not None else None
     csv = Path(out, f"{spec['name']}-{rank}.csv")
     return {"findings": [f.to_dict() for f in report.findings], "report": str(report),
-            "exchanges": exchanges, "csv_rows": len(csv.read_text().splitlines()) - 1 if csv.exists() else None,
+            "exchanges": exchanges,
+            "csv_rows": len(csv.read_text().splitlines()) - 1 if csv.exists() else None,
             "parameters": [p.name for p in report.parameters] if raised is None else [],
             "seconds": time.perf_counter() - started, "raised": raised}
 

@@ -234,7 +234,8 @@ ENTRIES = (
           buggy=lambda: _crnn(True), fixed=lambda: _crnn(False),
           tool="batch_independence", codes=("BATCH_MIXING",),
           expected="BATCH_MIXING (check_batch_independence; no module named: the LSTM's "
-                   "input is not batch-first, so the mixing is located only to the model)", status="diagnosed"),
+                   "input is not batch-first, so the mixing is located only to the model)",
+          status="diagnosed"),
     Entry(name="attention_without_batch_first",
           source="aipixel/AEMatter#3; om-ai-lab/OmDet#19",
           category="model definition",

@@ -16,7 +16,8 @@ class TensorCheck:
 
     ``status``: "ok", "mismatch", "unchecked" (every probe landed on a non-differentiable
     point), or "not differentiated" (the forward uses the parameter under no_grad or detached:
-    backward cannot reach it, so finite differences are not compared with it). ``directions``: random directions measured; ``kinks``: probes or elements left out
+    backward cannot reach it, so finite differences are not compared with it). ``directions``:
+    random directions measured; ``kinks``: probes or elements left out
     at non-differentiable points. The ``worst_*`` fields describe the worst single element
     checked (``worst_index`` None when no element was checked one by one); otherwise
     ``numerical`` and ``analytical`` are the worst directional derivative's.

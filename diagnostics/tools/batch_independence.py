@@ -9,7 +9,8 @@ user declares causal it also checks that the output at position t has no gradien
 positions after t (a missing or wrong attention mask).
 
 It runs on a float64 deep copy in eval mode (in the model's own dtype if its forward fails in
-float64; a missing dependence gives an exact zero in any precision): batch norm in train mode mixes examples by
+float64; a missing dependence gives an exact zero in any precision): batch norm in train mode mixes
+examples by
 design, in eval mode it does not, so a healthy batch-norm model stays quiet. Token-id inputs
 have no gradient; for them the gradient is read on the output of every embedding layer.
 The module where the mixing happens is named: the innermost module whose own contribution

@@ -62,7 +62,8 @@ class LRFinderResult:
         return to_jsonable({"lrs": self.lrs, "losses": self.losses, "raw_losses": self.raw_losses,
                             "suggestion": self.suggestion, "suggestions": self.suggestions,
                             "method": self.method, "diverged_at": self.diverged_at,
-                            "error": self.error, "findings": [finding.to_dict() for finding in self.findings]})
+                            "error": self.error,
+                            "findings": [finding.to_dict() for finding in self.findings]})
 
     def to_csv(self, path):
         """Write ``lr, loss, raw_loss`` rows to ``path``."""
@@ -131,14 +132,15 @@ def find_lr(model, loss_fn, data, *, optimizer=None, start_lr=1e-7, end_lr=10.0,
     group's lr is set to the swept value. ``mode`` is ``"exp"`` or ``"linear"`` spacing;
     ``smooth`` the loss's exponential-smoothing factor; the sweep stops when the smoothed loss
     exceeds ``diverge`` times its best. ``progress``: True, False, or ``"auto"`` (a progress
-    bar on stderr when it is a terminal and the sweep runs longer than two seconds). The model, the optimizer and the RNG
-    states are restored afterwards, bit for bit.
+    bar on stderr when it is a terminal and the sweep runs longer than two seconds). The model,
+    the optimizer and the RNG states are restored afterwards, bit for bit.
     """
     backend = get_backend(model)
     T.check_callable(loss_fn, "loss_fn")
     if optimizer is not None:
         T.check_optimizer(backend, optimizer)
-    start_lr = T.check_float(start_lr, "start_lr", expected="a finite number > 0", accept=lambda v: v > 0)
+    start_lr = T.check_float(start_lr, "start_lr", expected="a finite number > 0",
+                             accept=lambda v: v > 0)
     end_lr = T.check_float(end_lr, "end_lr", expected=f"a finite number > start_lr={start_lr}",
                   accept=lambda v: v > start_lr)
     steps = T.check_int(steps, "steps", minimum=2)

@@ -90,7 +90,8 @@ def overfit_one_batch(model, loss_fn, inputs, targets, *, optimizer=None, steps=
     ``optimizer`` defaults to Adam(lr=3e-3) over the model's parameters; ``target_loss``
     defaults to 5% of the way from the loss's floor to the loss at the start or of an
     all-zero output's loss (-log(1/C) for cross-entropy), whichever is lower; the floor is 0,
-    or for class indices the lowest loss any logits reach (label smoothing keeps it above 0). Stops early on success. Short of the target, it
+    or for class indices the lowest loss any logits reach (label smoothing keeps it above 0). Stops
+    early on success. Short of the target, it
     passes when the batch is plainly being memorised: the loss down to 20% of its start and
     still falling (20% lower than a quarter of the run earlier), every parameter with a
     gradient, and every example right for class-index targets. The model, the optimizer

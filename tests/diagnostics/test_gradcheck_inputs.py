@@ -86,7 +86,8 @@ def test_targets_of_the_wrong_shape(setup):
     """The loss is the authority: the layout is named when loss_fn raises on the targets."""
     _, (model, loss_fn, inputs, targets) = setup
     with pytest.raises(DiagnosticsError, match=r"targets: expected class indices of shape "
-                                               r"\(5,\) for a model output of shape \(5, 3\).*loss_fn raised"):
+                                               r"\(5,\) for a model output of shape "
+                                               r"\(5, 3\).*loss_fn raised"):
         check_gradients(model, loss_fn, inputs, targets.reshape(5, 1))
     with pytest.raises(DiagnosticsError, match=r"targets: expected shape \(5, 3\)"):
         check_gradients(model, loss_fn, inputs, np.zeros(5, dtype=np.float32))

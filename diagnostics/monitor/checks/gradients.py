@@ -10,7 +10,8 @@ from .advice import clip_gradients, lower_learning_rate
 
 def vanishing_gradients(view):
     """The gradient vanishes on its way to the input: the first weights in model order get
-    less than ``vanishing_ratio`` of the largest gradient RMS. A starved layer after one with an ordinary gradient is not vanishing
+    less than ``vanishing_ratio`` of the largest gradient RMS. A starved layer after one with an
+    ordinary gradient is not vanishing
     flow: attention's query and key projections get tiny gradients at init (the softmax of
     near-uniform scores is flat) while the embeddings before them learn."""
     flow = [(w, view.gradient_rms(w.name)) for w in view.layout.weights]

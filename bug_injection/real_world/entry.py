@@ -6,8 +6,9 @@ CODE, ..."`` (only other warnings or errors appear; the codes listed must be amo
 ``"missed: why"`` (no warning or error at all). With ``location`` set, a diagnosis counts only
 when the finding points there (the module as ``named_modules()`` spells it).
 ``tests/bug_injection/test_real_world.py`` asserts that the recorded status is the true one.
-``fixed_status`` records the same for the fixed twin: ``"clean"`` (no warning or error), or ``"false alarm: CODE, ... (why)"`` for a
-false alarm of the current gradhunt on the healthy version, kept visible until it is fixed.
+``fixed_status`` records the same for the fixed twin: ``"clean"`` (no warning or error), or
+``"false alarm: CODE, ... (why)"`` for a false alarm of the current gradhunt on the healthy
+version, kept visible until it is fixed.
 """
 from dataclasses import dataclass
 from typing import Callable

@@ -47,6 +47,8 @@ CODES = {
     "MONITOR_ERROR": "a probe or check of the Monitor raised and was turned off (info)",
     "LR_SCHEDULE_TOO_FAST": "the learning rate decays or cycles in a few dozen steps",
     "ACCUMULATION_DISCARDED": "gradients of earlier micro-batches are zeroed before the step",
+    "CLIP_BEFORE_UNSCALE": "gradients clipped while a GradScaler still scales them",
+    "EPS_UNDERFLOWS": "an optimizer eps that the parameters' dtype rounds to 0",
 }
 
 

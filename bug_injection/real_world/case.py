@@ -17,7 +17,8 @@ class Case:
     """What the tools need from a reproduction; fields a tool does not use stay None.
 
     ``train(after_step)`` runs the user's loop and calls ``after_step(loss)`` after every
-    optimizer step (the Monitor's ``step``). ``inputs``/``targets``: one training batch
+    optimizer step (the Monitor's ``step``). ``scaler``: the loop's GradScaler, handed to
+    the Monitor as a user with AMP does (``Monitor(scaler=...)``). ``inputs``/``targets``: one training batch
     (preflight, check_gradients, batch independence). ``data``: the keyword arguments of
     ``validate_data``. ``label_batches``: the labels of the batches in the order the loop
     trains on them."""
@@ -26,6 +27,7 @@ class Case:
     loss_fn: Callable | None = None
     optimizer: object = None
     train: Callable | None = None
+    scaler: object = None
     inputs: object = None
     targets: object = None
     causal: bool = False

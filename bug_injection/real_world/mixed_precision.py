@@ -23,7 +23,7 @@ def _clipping(bug):
             scaler.step(opt)
             scaler.update()
             after_step(loss)
-    return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
+    return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train, scaler=scaler)
 
 
 def _half_adam(bug):
@@ -71,19 +71,18 @@ ENTRIES = (
           root_cause="I clip with clip_grad_norm_ before scaler.unscale_, so the threshold "
                      "applies to gradients scaled by 65536 and the loss stops decreasing",
           buggy=lambda: _clipping(True), fixed=lambda: _clipping(False),
-          tool="monitor", codes=(),
-          expected="none yet: clipping applied to scaled gradients (Monitor)",
-          status="symptom: EXPLODING_GRADIENTS (huge gradient norms are reported, not the "
-                 "clipping of still-scaled gradients that makes every update tiny)"),
+          tool="monitor", codes=("CLIP_BEFORE_UNSCALE",),
+          expected="CLIP_BEFORE_UNSCALE (Monitor given the scaler)", status="diagnosed",
+          location="optimizer"),
     Entry(name="adam_eps_underflows_in_half",
           source="afiaka87/glide-finetune#5; pytorch/pytorch#8860",
           category="mixed precision",
           root_cause="I train a model.half() with Adam's default eps=1e-8, which is 0 in "
                      "float16, so the update divides by zero and the loss turns NaN",
           buggy=lambda: _half_adam(True), fixed=lambda: _half_adam(False),
-          tool="monitor", codes=(),
-          expected="none yet: an optimizer eps below the parameters' float16 resolution",
-          status="symptom: NAN_LOSS (the cause, eps underflow in float16, is not named)"),
+          tool="monitor", codes=("EPS_UNDERFLOWS",),
+          expected="EPS_UNDERFLOWS (Monitor, at the first step, before the NaN)",
+          status="diagnosed", location="optimizer"),
     Entry(name="bf16_path_skips_zero_grad",
           source="facebookresearch/nwm#16",
           category="mixed precision",

@@ -53,7 +53,8 @@ def run_entry(entry, twin="buggy"):
 
 
 def _monitor(case):
-    with Monitor(case.model, case.optimizer, every=1, window=20) as monitor:
+    with Monitor(case.model, case.optimizer, every=1, window=20,
+                 scaler=case.scaler) as monitor:
         case.train(monitor.step)
     return monitor.report().findings
 

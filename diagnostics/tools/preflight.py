@@ -1,6 +1,7 @@
 """``preflight``: the checklist to run before a long training run, as code.
 
-Each item is PASS, FAIL or SKIP, with findings: the parameters, the forward pass, label dtype
+Each item is PASS, FAIL or SKIP, with findings: the parameters (the optimizer's must be the
+model's, with an eps their dtype can hold: EPS_UNDERFLOWS), the forward pass, label dtype
 and range (LABEL_DTYPE, checked before the framework raises), output/target shapes that would
 broadcast silently (SHAPE_BROADCAST), the loss at init against that of an uninformative output
 (-log(1/C) for C classes; BAD_INIT_LOSS), overfitting one batch (OVERFIT_FAILED), a few
@@ -29,6 +30,8 @@ from ..gradcheck.settings import Settings as GradientSettings
 from ..jsonable import to_jsonable
 from ..layouts import class_axis, rows_coupled
 from ..monitor import Monitor
+from ..monitor.checks.mixed_precision import eps_finding
+from ..monitor.probes.optimizer_eps import lost_eps
 from . import _training as T
 from . import overfit
 from .batch_independence import check_batch_independence
@@ -221,7 +224,8 @@ def _first_line_of(error):
 
 # ----------------------------------------------------------------- structure
 def _parameters(run):
-    """Trainable parameters, and an optimizer that holds the model's own tensors."""
+    """Trainable parameters, and an optimizer that holds the model's own tensors with an eps
+    their dtype can hold."""
     backend = run.backend
     params = backend.named_parameters()
     sizes = {name: int(np.prod(tuple(p.shape))) for name, p in params}
@@ -251,6 +255,8 @@ def _parameters(run):
         run.missing["optimizer"] = "the optimizer does not hold the model's parameters"
     else:
         run.facts["optimizer"] = run.optimizer
+    if run.optimizer is not None:      # an eps its parameters' dtype rounds away (fp16 Adam)
+        findings += [eps_finding(lost) for lost in lost_eps(run.optimizer)]
     if findings:
         return CheckItem("parameters", FAIL, summary, findings)
     return CheckItem("parameters", PASS, summary)

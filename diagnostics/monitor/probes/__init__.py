@@ -25,6 +25,8 @@ probe                     signal
 ``ProbabilitiesProbe``    output rows that are probabilities, and the loss's gradient on them
 ``MixedPrecisionProbe``   autocast's dtype, a GradScaler's scale and its skipped steps
 ``StepGradientsProbe``    opt-in: the gradient norm at every step (NaN/inf, spikes)
+``ClippingProbe``         with a GradScaler: clipping called before ``scaler.unscale_``
+``OptimizerEpsProbe``     an optimizer ``eps`` that its parameters' dtype rounds away
 ``RanksProbe``            (only in a torch.distributed job, ``monitor.distributed``)
                           fingerprints of parameters, local and reduced gradients, the input
 ========================  ==================================================================
@@ -49,6 +51,7 @@ tests/diagnostics/test_monitor_probes.py adds a toy signal exactly this way.
 from .accumulation import AccumulationProbe
 from .activations import ActivationsProbe
 from .base import Context, Probe
+from .clipping import ClippingProbe
 from .gradients import GradientsProbe
 from .graph import GraphProbe
 from .inputs import InputsProbe
@@ -56,6 +59,7 @@ from .learning_rate import LearningRateProbe
 from .loss import LossProbe
 from .mixed_precision import MixedPrecisionProbe
 from .modes import ModesProbe
+from .optimizer_eps import OptimizerEpsProbe
 from .outputs import OutputsProbe
 from .probabilities import ProbabilitiesProbe
 from .schedule import ScheduleProbe
@@ -66,9 +70,10 @@ from .updates import UpdatesProbe
 PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsProbe,
           UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, TrainingModeProbe,
           ProbabilitiesProbe, MixedPrecisionProbe, StepGradientsProbe, ScheduleProbe,
-          AccumulationProbe)
+          AccumulationProbe, ClippingProbe, OptimizerEpsProbe)
 
 __all__ = ["PROBES", "Context", "Probe", "AccumulationProbe", "ActivationsProbe",
-           "GradientsProbe", "GraphProbe", "InputsProbe", "LearningRateProbe", "LossProbe",
-           "MixedPrecisionProbe", "ModesProbe", "OutputsProbe", "ProbabilitiesProbe",
-           "ScheduleProbe", "StepGradientsProbe", "TrainingModeProbe", "UpdatesProbe"]
+           "ClippingProbe", "GradientsProbe", "GraphProbe", "InputsProbe", "LearningRateProbe",
+           "LossProbe", "MixedPrecisionProbe", "ModesProbe", "OptimizerEpsProbe",
+           "OutputsProbe", "ProbabilitiesProbe", "ScheduleProbe", "StepGradientsProbe",
+           "TrainingModeProbe", "UpdatesProbe"]

@@ -59,7 +59,10 @@ class Monitor:
     ``scaler.update()``: gradients are then judged divided by the loss scale, as the
     optimizer applies them, and the scaler's skipped steps are counted. Without it, fp16
     autocast is recognised, non-finite gradients count as skipped steps and gradient norms,
-    scaled by an unknown factor, are judged only by their growth.
+    scaled by an unknown factor, are judged only by their growth. With the scaler, the Monitor
+    wraps ``torch.nn.utils.clip_grad_norm_`` and ``clip_grad_value_`` while it is open, to see
+    clipping called before ``scaler.unscale_`` (``probes/clipping.py``); ``close()`` restores
+    them.
 
     ``per_step_gradients=True`` adds the per-step tier: the norm of every ``.grad`` at every
     ``step``, so a NaN/inf gradient or a one-step spike of the norm is reported at the step it

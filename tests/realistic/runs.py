@@ -49,11 +49,13 @@ class MonitoredRun:
 
 @functools.lru_cache(maxsize=None)
 def monitored_run(name):
-    """``setup.steps`` iterations under ``Monitor(model, optimizer, every=setup.every)``."""
+    """``setup.steps`` iterations under ``Monitor(model, optimizer, every=setup.every)``,
+    given the setup's GradScaler as a user with AMP does (``scaler=``)."""
     ran = modules_called(name)
     setup = build(name)
     hooks_before = hook_snapshot(setup)
-    with Monitor(setup.model, setup.optimizer, every=setup.every) as monitor:
+    with Monitor(setup.model, setup.optimizer, every=setup.every,
+                 scaler=setup.extra.get("scaler")) as monitor:
         losses = train(setup, monitor=monitor)
         report = monitor.report()
     return MonitoredRun(losses=losses, findings=list(report.findings), report=str(report),
@@ -183,7 +185,7 @@ def hook_snapshot(setup):
             if getattr(optim_globals, attr, None):
                 snap[f"torch global {attr}"] = sorted(map(str, getattr(optim_globals, attr)))
         snap["patched"] = _patched(torch.nn.functional, torch.nn.Module, torch.Tensor,
-                                   torch.autograd)
+                                   torch.autograd, torch.nn.utils, torch.nn.utils.clip_grad)
         scaler = setup.extra.get("scaler")
         if scaler is not None:
             snap["scaler"] = [_identity(getattr(scaler, m))

@@ -157,11 +157,10 @@ def test_the_patch_is_restored_after_close_and_after_an_exception_in_the_block()
     assert patched() == []
     mon.close()                      # idempotent
     assert patched() == []
-    with pytest.raises(ZeroDivisionError):
-        with Monitor(model, opt, scaler=scaler) as mon:
-            mon.step(F.cross_entropy(model(x), y))
-            assert patched() != []
-            raise ZeroDivisionError("the user's loop")
+    with pytest.raises(ZeroDivisionError), Monitor(model, opt, scaler=scaler) as mon:
+        mon.step(F.cross_entropy(model(x), y))
+        assert patched() != []
+        raise ZeroDivisionError("the user's loop")
     assert patched() == []
 
 
@@ -213,12 +212,25 @@ def test_a_patch_laid_over_the_monitors_is_left_in_place():
         torch.nn.utils.clip_grad_value_ = ORIGINALS[(torch.nn.utils, "clip_grad_value_")]
 
 
+def test_a_failure_inside_the_wrapper_is_quoted_and_takes_the_patch_off(monkeypatch):
+    def boom(*args):
+        raise KeyError("a GradScaler of another version")
+    monkeypatch.setattr(clipping.ClippingProbe, "_note", boom)
+    report, losses, state = amp_loop(unscale=False, steps=12)
+    errors = [f for f in report.findings if f.code == "MONITOR_ERROR"]
+    assert len(errors) == 1 and "ClippingProbe" in errors[0].message
+    assert "KeyError" in errors[0].message and errors[0].severity == "info"
+    assert patched() == []
+    _, plain_losses, plain_state = amp_loop(unscale=False, steps=12, monitor=False)
+    assert losses == plain_losses
+    assert all(torch.equal(a, b) for a, b in zip(state, plain_state))
+
+
 def test_a_bad_call_raises_torchs_own_error():
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    with Monitor(model, opt, scaler=torch.amp.GradScaler("cpu")):
-        with pytest.raises(TypeError):
-            torch.nn.utils.clip_grad_norm_(3, 1.0)
+    with Monitor(model, opt, scaler=torch.amp.GradScaler("cpu")), pytest.raises(TypeError):
+        torch.nn.utils.clip_grad_norm_(3, 1.0)
 
 
 # ----------------------------------------------------------------------- EPS_UNDERFLOWS

@@ -50,6 +50,7 @@ class ClippingProbe(Probe):
         self._held = None       # (group sizes, ids of the optimizer's parameters)
         self.found = None
         self._pending = None    # [scale, total norm] tensors to read at the next transfer
+        self._error = None      # an exception of ``note``, raised where the Monitor guards
 
     def begin(self):
         if self._watch and not self._listening:    # after __init__: nothing left to fail
@@ -57,11 +58,13 @@ class ClippingProbe(Probe):
             self._listening = True
 
     def note(self, function, parameters, args, kwargs, result):
-        """A clipping call ran (called by the patch, after the original); never raises."""
+        """A clipping call ran (called by the patch, after the original). Never raises into
+        the user's call: an exception waits for the next transfer, where the Monitor turns
+        the probe off and quotes it (MONITOR_ERROR)."""
         try:
             self._note(function, parameters, args, kwargs, result)
-        except Exception:   # a scaler or optimizer of another shape: this call is not judged
-            pass
+        except Exception as error:   # noqa: BLE001 - a scaler or optimizer of another shape
+            self._error = self._error or error
 
     def _note(self, function, parameters, args, kwargs, result):
         scaler, optimizer = self.ctx.scaler, self.ctx.optimizer
@@ -94,6 +97,8 @@ class ClippingProbe(Probe):
         return self._held[1]
 
     def contribute(self):
+        if self._error is not None:
+            raise self._error
         tensors, self._pending = self._pending, None
         if tensors:
             found = self.found
@@ -167,7 +172,7 @@ def _wrap(function, original):
         except Exception:    # not an iterable of tensors: the original says so in its words
             return original(*args, **kwargs)
         result = original(*args, **kwargs)
-        for listener in list(_LISTENERS):
+        for listener in tuple(_LISTENERS):     # a copy: a Monitor may close meanwhile
             listener.note(function, parameters, args, kwargs, result)
         return result
     return clip

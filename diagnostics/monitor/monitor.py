@@ -203,8 +203,7 @@ class Monitor:
         self._closed = True
         self._ctx.sample = None
         try:
-            for probe in self._probes:
-                probe.close()
+            _close_all(self._probes)
             self._kernels.release_scratch()
         finally:
             try:
@@ -406,3 +405,16 @@ def _checked_sinks(sinks):
                 "sinks", "objects with open(columns), write(row, histograms) and close()",
                 type(sink).__name__)
     return sinks
+
+
+def _close_all(probes):
+    """Close every probe even when one raises (a probe may hold a patch or a hook that must
+    come off); the first error is raised once all are closed."""
+    error = None
+    for probe in probes:
+        try:
+            probe.close()
+        except Exception as exc:  # noqa: BLE001 - re-raised below, after the others closed
+            error = error or exc
+    if error is not None:
+        raise error

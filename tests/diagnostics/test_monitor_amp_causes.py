@@ -342,3 +342,17 @@ def test_preflight_names_the_eps_in_its_parameters_item():
     healthy = preflight(model, F.cross_entropy, x, y,
                         optimizer=torch.optim.Adam(model.parameters(), eps=1e-8))
     assert "EPS_UNDERFLOWS" not in [f.code for f in healthy.findings]
+
+
+def test_a_probe_that_raises_on_close_does_not_keep_the_patch_on(monkeypatch):
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    mon = Monitor(model, opt, scaler=torch.amp.GradScaler("cpu"))
+    first = mon._probes[0]
+
+    def broken_close():
+        raise RuntimeError("a probe's close failed")
+    monkeypatch.setattr(first, "close", broken_close)
+    with pytest.raises(RuntimeError, match="close failed"):
+        mon.close()
+    assert patched() == []

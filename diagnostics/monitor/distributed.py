@@ -4,7 +4,7 @@ findings and cross-rank checks.
 Every rank builds its Monitor (the constructor creates gradhunt's own gloo group, a collective).
 At each sampled step (the same steps on every rank: sampling depends on the step alone) every
 rank sends one fixed-size byte row to one ``all_gather`` on that group: its step, parameter,
-gradient and input fingerprints, then its new findings (pickled, as many as fit; the rest go at
+gradient, input and buffer fingerprints, then its new findings (pickled, as many as fit; the rest go at
 the next sampled step). Nothing is exchanged at the other steps. The group has a timeout, so a
 rank that raised or stopped calling ``step()`` cannot block the others for ever: on a failed
 exchange the survivors ask a second, untouched group which ranks are missing
@@ -38,6 +38,17 @@ def unwrap(model):
     return model.module if isinstance(model, wrappers) else model
 
 
+def broadcasts_buffers(model):
+    """True for a DistributedDataParallel wrapper that broadcasts rank 0's buffers before its
+    forwards (``broadcast_buffers=True``, the default): its ranks cannot hold different
+    buffers where a forward reads them, so the Monitor does not compare them."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    ddp = torch.nn.parallel.DistributedDataParallel
+    return isinstance(model, ddp) and bool(getattr(model, "broadcast_buffers", False))
+
+
 def process_group():
     """``(rank, world_size)`` when a torch.distributed process group of 2 or more ranks is
     initialised, else None (torch is not imported for the question)."""
@@ -65,18 +76,20 @@ class RankExchange:
     """One rank's side of the exchange: sends its row, keeps every rank's fingerprints and
     findings, runs the cross-rank checks and merges findings by (code, location)."""
 
-    def __init__(self, rank, world, names, *, timeout, window):
+    def __init__(self, rank, world, names, *, timeout, window, buffers=()):
         import torch.distributed as dist
 
         self._dist = dist
         self.rank, self.world, self.names = rank, world, list(names)
+        self.buffers = list(buffers)     # buffer names, in fingerprint order
         self.timeout = float(timeout)
         self._group = dist.new_group(backend="gloo", timeout=timedelta(seconds=self.timeout))
         self._probe_seconds = min(PROBE_SECONDS, self.timeout)
         self._probe_group = dist.new_group(backend="gloo",
                                            timeout=timedelta(seconds=self._probe_seconds))
-        self._numbers = 2 + 9 * len(self.names) + 3          # step, length, fingerprints
-        self._view = RanksView(world, self.names)
+        # step, length, then fingerprints: parameters, gradients, input, buffers
+        self._numbers = 2 + 9 * len(self.names) + 3 + 3 * len(self.buffers)
+        self._view = RanksView(world, self.names, buffer_names=self.buffers)
         self._window = window
         self._sent = {}                  # (code, location) -> severity sent
         self._remote = {}                # (code, location) -> {rank: Finding}
@@ -115,6 +128,9 @@ class RankExchange:
             offset += 3 * len(self.names)
         if fingerprints.get("inputs") is not None:
             numbers[offset:offset + 3] = fingerprints["inputs"]
+        if fingerprints.get("buffers") is not None and self.buffers:
+            numbers[offset + 3:offset + 3 + 3 * len(self.buffers)] = \
+                fingerprints["buffers"].reshape(-1)
         blob = self._pack(findings)
         numbers[1] = len(blob)
         row = np.zeros(8 * self._numbers + FINDINGS_BYTES, dtype=np.uint8)
@@ -146,7 +162,10 @@ class RankExchange:
                     self._remote.setdefault((finding.code, finding.location), {})[rank] = finding
         blocks = [numbers[:, 2 + 3 * names * i:2 + 3 * names * (i + 1)].reshape(
             self.world, names, 3) for i in range(3)]
-        sample = RankSample(step, *blocks, numbers[:, 2 + 9 * names:5 + 9 * names])
+        start = 5 + 9 * names
+        buffers = numbers[:, start:start + 3 * len(self.buffers)].reshape(
+            self.world, len(self.buffers), 3)
+        sample = RankSample(step, *blocks, numbers[:, 2 + 9 * names:start], buffers)
         self._view.samples = (self._view.samples + [sample])[-self._window:]
         return self._check()
 

@@ -24,13 +24,15 @@ MIN_SAME_BATCHES = 2      # sampled steps with identical inputs on every rank be
 class RankSample:
     """What every rank measured at one sampled step: arrays of shape (ranks, parameters, 3)
     for ``params``, ``local`` (gradients before any reduction) and ``final`` (the gradients
-    the optimizer used), (ranks, 3) for ``inputs``; a row of NaN where a rank had none."""
+    the optimizer used), (ranks, 3) for ``inputs``, (ranks, buffers, 3) for ``buffers`` (as
+    the step's first training forward starts); a row of NaN where a rank had none."""
 
     step: int
     params: np.ndarray
     local: np.ndarray
     final: np.ndarray
     inputs: np.ndarray
+    buffers: np.ndarray | None = None
 
 
 @dataclass
@@ -39,6 +41,7 @@ class RanksView:
     names: list                                      # parameter names, in fingerprint order
     samples: list = field(default_factory=list)      # RankSample, oldest first
     stopped: dict | None = None                      # {"ranks": [...], "step": s, "error": str}
+    buffer_names: list = field(default_factory=list)  # persistent buffers, in fingerprint order
 
 
 def _differ(fingerprints):
@@ -174,7 +177,51 @@ def rank_stopped(view):
         dict(stopped))]
 
 
-CHECKS = (rank_stopped, ranks_diverged, gradients_not_synced, same_batch_on_ranks)
+def buffers_diverged(view):
+    """Buffers (batch-norm running statistics, EMA tables) that differ across ranks as the
+    step's first training forward starts. The fingerprints are taken inside DDP's forward,
+    after its ``broadcast_buffers`` copy, so they are bit-identical when anything keeps the
+    buffers in step (DDP's broadcast, SyncBatchNorm, an all-reduce of the buffers each step,
+    identical batches on every rank); a rank without a fingerprint (``probes.ranks``) is not
+    compared."""
+    if not view.samples or not view.buffer_names:
+        return []
+    sample = view.samples[-1]
+    prints = sample.buffers
+    if prints is None or np.isnan(prints).all(axis=(1, 2)).any():
+        return []
+    differ = _differ(prints)
+    if not differ.any():
+        return []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        scale = np.maximum(np.nanmax(np.abs(prints[..., 2]), axis=0), 1e-30)       # (B,)
+        off = np.abs(prints - prints[0]).max(axis=2) / scale                        # (ranks, B)
+    off = np.where(np.isnan(off), np.inf, off)
+    names = [n for n, d in zip(view.buffer_names, differ) if d]
+    relative = {n: float(off[:, i].max()) for i, (n, d) in
+                enumerate(zip(view.buffer_names, differ)) if d}
+    ranks = [r for r in range(view.world) if r == 0 or (off[r][differ] > SAME_TOLERANCE).any()]
+    shown = ", ".join(f"{n} (relative difference {relative[n]:.2g})" for n in names[:3])
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    which = (f"ranks {_ranks_text(ranks)}" if len(ranks) < view.world
+             else f"the {view.world} ranks")
+    return [Finding(
+        "BUFFERS_DIVERGED", "warning", names[0],
+        f"at step {sample.step}, {len(names)} of {len(view.buffer_names)} buffers differ "
+        f"across {which} as the forward starts: {shown}{more}. Each rank updates them with "
+        f"its own batches, so each rank evaluates with different statistics, and a checkpoint "
+        f"saved from rank 0 holds buffers the other ranks never used",
+        "keep DistributedDataParallel(model, broadcast_buffers=True) (the default: rank 0's "
+        "buffers are copied to every rank before each forward), convert batch norm with "
+        "torch.nn.SyncBatchNorm.convert_sync_batchnorm(model), or all-reduce the buffers "
+        "(dist.all_reduce(buf); buf /= world_size) after each step",
+        {"step": sample.step, "buffers": names, "differing_ranks": ranks,
+         "relative_difference": relative})]
+
+
+CHECKS = (rank_stopped, ranks_diverged, gradients_not_synced, same_batch_on_ranks,
+          buffers_diverged)
 
 
 def run_rank_checks(view):

@@ -23,6 +23,15 @@ JOBS = [job("ddp_wrapper", sinks_on="rank0"), job("ddp_module", watch="module", 
         job("manual_average", sync="average"), job("manual_sum", sync="sum"),
         job("no_sampler", shard=False), job("not_reduced", sync="none"),
         job("local_reset", reset_rank=1), job("nan_on_rank1", sync="none", nan_rank=1),
+        job("bn_broadcast", norm=True),
+        job("bn_broadcast_module_eval", norm=True, watch="module", eval_every=3),
+        job("bn_broadcast_pseudo_labels", norm=True, watch="module", eval_every=2,
+            eval_mode=False),
+        job("bn_no_broadcast", norm=True, broadcast_buffers=False),
+        job("bn_no_broadcast_same_data", norm=True, broadcast_buffers=False, shard=False),
+        job("bn_manual", norm=True, sync="average"),
+        job("bn_manual_buffers_reduced", norm=True, sync="average", sync_buffers=True),
+        job("no_buffers_no_broadcast", broadcast_buffers=False),
         job("rank1_stalls", sync="none", stall_rank=1, stall_seconds=3 * STALL_TIMEOUT,
             rank_timeout=STALL_TIMEOUT),
         job("rank1_raises", sync="none", raise_rank=1, rank_timeout=TIMEOUT)]
@@ -89,6 +98,41 @@ def test_rank_local_parameter_change(outcome):
     assert found["location"] == "2.bias" and found["evidence"]["parameters"] == ["2.bias"]
 
 
+@pytest.mark.parametrize("name", ["bn_broadcast", "bn_broadcast_module_eval",
+                                  "bn_manual_buffers_reduced", "no_buffers_no_broadcast"])
+def test_buffers_kept_in_step_are_quiet(outcome, name):
+    # DDP's broadcast (the wrapper or the module watched, evaluation passes between steps),
+    # an all-reduce of the buffers after each step, a model without buffers
+    assert codes(outcome, name) == [] and codes(outcome, name, rank=1) == []
+
+
+def test_buffers_compared_only_after_ddp_broadcast_them(outcome):
+    # a no_grad pass in training mode updates the statistics per rank and makes DDP skip its
+    # broadcast in the next forward: that forward is not compared
+    assert "BUFFERS_DIVERGED" not in codes(outcome, "bn_broadcast_pseudo_labels")
+
+
+def test_identical_batches_keep_buffers_identical(outcome):
+    assert codes(outcome, "bn_no_broadcast_same_data") == ["SAME_BATCH_ON_RANKS"]
+
+
+@pytest.mark.parametrize("name", ["bn_no_broadcast", "bn_manual"])
+def test_buffers_that_drift_apart(outcome, name):
+    assert codes(outcome, name) == ["BUFFERS_DIVERGED"]
+    assert codes(outcome, name, rank=1) == ["BUFFERS_DIVERGED"]
+    found = finding(outcome, name, "BUFFERS_DIVERGED")
+    evidence = found["evidence"]
+    assert found["severity"] == "warning" and found["location"] == "1.running_mean"
+    assert evidence["buffers"] == ["1.running_mean", "1.running_var"]   # not the step count
+    assert evidence["differing_ranks"] == [0, 1] and evidence["step"] == 10
+    assert all(1e-4 < v < 10 for v in evidence["relative_difference"].values())
+    assert "1.running_mean (relative difference" in found["message"]
+    assert "checkpoint saved from rank 0" in found["message"]
+    assert "broadcast_buffers=True" in found["suggestion"]
+    assert "SyncBatchNorm" in found["suggestion"] and "all_reduce" in found["suggestion"]
+    assert outcome[name][0]["seconds"] < 30
+
+
 def test_finding_on_one_rank_only(outcome):
     nan = finding(outcome, "nan_on_rank1", "NAN_LOSS")
     assert nan["evidence"]["ranks"] == [1]
@@ -107,11 +151,12 @@ def test_a_rank_that_raises_leaves_a_finding_not_a_hang(outcome):
 
 
 # ------------------------------------------------------------- single-process parts
-def _sample(step, params, local=None, final=None, inputs=None):
+def _sample(step, params, local=None, final=None, inputs=None, buffers=None):
     nan = np.full_like(params, np.nan)
     return RankSample(step, params, nan if local is None else local,
                       nan if final is None else final,
-                      np.full((params.shape[0], 3), np.nan) if inputs is None else inputs)
+                      np.full((params.shape[0], 3), np.nan) if inputs is None else inputs,
+                      buffers)
 
 
 def test_checks_stay_quiet_on_identical_ranks_and_on_rounding():
@@ -140,6 +185,38 @@ def test_summed_gradients_are_told_from_averaged_ones(world, seed, summed):
     view = RanksView(world, list("abcd"), [_sample(0, params, local, final)])
     found = run_rank_checks(view)
     assert [f.code for f in found] == (["GRADIENTS_NOT_SYNCED"] if summed else [])
+
+
+def _buffer_view(prints, names=("bn.running_mean", "bn.running_var")):
+    world = prints.shape[0]
+    params = np.ones((world, 1, 3))
+    return RanksView(world, ["w"], [_sample(4, params, buffers=prints)],
+                     buffer_names=list(names))
+
+
+@settings(max_examples=40, deadline=None)
+@given(world=st.integers(2, 6), odd=st.integers(0, 5), seed=st.integers(0, 2**16),
+       shift=st.floats(1e-4, 1e3))
+def test_buffers_diverged_names_the_buffers_and_ranks(world, odd, seed, shift):
+    rng = np.random.default_rng(seed)
+    prints = np.repeat(rng.normal(size=(1, 2, 3)), world, axis=0)
+    prints[..., 2] = np.abs(prints[..., 2]) + 1
+    assert run_rank_checks(_buffer_view(prints)) == []
+    odd %= world
+    prints[odd, 1, 0] += shift * prints[odd, 1, 2]
+    found = run_rank_checks(_buffer_view(prints))
+    assert [f.code for f in found] == ["BUFFERS_DIVERGED"]
+    evidence = found[0].evidence
+    assert evidence["buffers"] == ["bn.running_var"] and found[0].location == "bn.running_var"
+    assert evidence["differing_ranks"] == (list(range(world)) if odd == 0 else [0, odd])
+    assert evidence["relative_difference"]["bn.running_var"] > shift / 2
+
+
+def test_buffers_not_taken_on_a_rank_are_not_compared():
+    prints = np.array([[[1.0, 2.0, 3.0]], [[np.nan] * 3]])
+    assert run_rank_checks(_buffer_view(prints, names=["bn.running_mean"])) == []
+    prints[1] = [[1.0, 2.0, 3.0 * (1 + 1e-9)]]           # rounding is not a difference
+    assert run_rank_checks(_buffer_view(prints, names=["bn.running_mean"])) == []
 
 
 def test_merge_names_the_ranks_and_keeps_differing_evidence():
@@ -181,3 +258,14 @@ def test_a_stalled_rank_is_named_after_the_timeout(outcome):
     # rank 1, awake again, finds rank 0 gone from the exchange and finishes its loop too
     back = [f for f in rank1["findings"] if f["code"] == "RANK_STOPPED"]
     assert back and back[0]["evidence"]["ranks"] == [0] and rank1["exchanges"] == 3
+
+
+def test_only_persistent_buffers_are_compared_and_shared_ones_once():
+    from diagnostics.monitor.probes.ranks import persistent_buffers
+
+    norm = torch.nn.BatchNorm1d(3)
+    model = torch.nn.Sequential(norm, torch.nn.Linear(3, 3), norm)
+    model[1].register_buffer("rotary_cache", torch.ones(4), persistent=False)
+    model[1].register_buffer("ema", torch.zeros(3))
+    names = [name for name, _, _ in persistent_buffers(model)]
+    assert names == ["0.running_mean", "0.running_var", "0.num_batches_tracked", "1.ema"]

@@ -212,8 +212,9 @@ def buffers_diverged(view):
         f"across {which} as the forward starts: {shown}{more}. Each rank updates them with "
         f"its own batches, so each rank evaluates with different statistics, and a checkpoint "
         f"saved from rank 0 holds buffers the other ranks never used",
-        "keep DistributedDataParallel(model, broadcast_buffers=True) (the default: rank 0's "
-        "buffers are copied to every rank before each forward), convert batch norm with "
+        "keep DistributedDataParallel(model, broadcast_buffers=True) (the default, named "
+        "forward_sync_buffers in newer torch: rank 0's buffers are copied to every rank "
+        "before each forward), convert batch norm with "
         "torch.nn.SyncBatchNorm.convert_sync_batchnorm(model), or all-reduce the buffers "
         "(dist.all_reduce(buf); buf /= world_size) after each step",
         {"step": sample.step, "buffers": names, "differing_ranks": ranks,

@@ -4,10 +4,10 @@ findings and cross-rank checks.
 Every rank builds its Monitor (the constructor creates gradhunt's own gloo group, a collective).
 At each sampled step (the same steps on every rank: sampling depends on the step alone) every
 rank sends one fixed-size byte row to one ``all_gather`` on that group: its step, parameter,
-gradient, input and buffer fingerprints, then its new findings (pickled, as many as fit; the rest go at
-the next sampled step). Nothing is exchanged at the other steps. The group has a timeout, so a
-rank that raised or stopped calling ``step()`` cannot block the others for ever: on a failed
-exchange the survivors ask a second, untouched group which ranks are missing
+gradient, input and buffer fingerprints, then its new findings (pickled, as many as fit; the
+rest go at the next sampled step). Nothing is exchanged at the other steps. The group has a
+timeout, so a rank that raised or stopped calling ``step()`` cannot block the others for ever:
+on a failed exchange the survivors ask a second, untouched group which ranks are missing
 (``monitored_barrier``), record ``RANK_STOPPED`` and exchange no more. ``report()`` makes no
 collective (the ranks need not call it together): a finding a rank first sees in its own
 ``report()``, after its last sampled step, stays in that rank's report.

@@ -269,3 +269,5 @@ def test_only_persistent_buffers_are_compared_and_shared_ones_once():
     model[1].register_buffer("ema", torch.zeros(3))
     names = [name for name, _, _ in persistent_buffers(model)]
     assert names == ["0.running_mean", "0.running_var", "0.num_batches_tracked", "1.ema"]
+    model._ddp_params_and_buffers_to_ignore = ["1.ema"]   # rank-local, as DDP was told
+    assert [name for name, _, _ in persistent_buffers(model)][-1] == "0.num_batches_tracked"

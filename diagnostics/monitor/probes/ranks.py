@@ -13,7 +13,8 @@ pass), so the fingerprint is taken only in a grad-enabled forward whose previous
 grad-enabled too. When the Monitor holds the DDP wrapper and it broadcasts, the buffers are not
 compared at all (``watch_buffers(False)``): DDP makes them equal before every forward.
 Non-persistent buffers (caches such as rotary tables or masks, not in a checkpoint) are left
-out: they may legitimately follow each rank's sequence lengths.
+out: they may legitimately follow each rank's sequence lengths; so are the buffers a user told
+DDP to leave rank-local (``_ddp_params_and_buffers_to_ignore``).
 """
 from ..distributed import fingerprint
 from .base import Probe
@@ -23,13 +24,15 @@ def persistent_buffers(model):
     """``[(name, module, key)]`` of every persistent buffer of a torch module (the module and
     its key, so a buffer the model reassigns is still read)."""
     found, seen = [], set()
+    rank_local = set(getattr(model, "_ddp_params_and_buffers_to_ignore", ()) or ())
     for prefix, module in model.named_modules():
         skip = getattr(module, "_non_persistent_buffers_set", set())
         for key, buffer in getattr(module, "_buffers", {}).items():
-            if buffer is None or key in skip or id(buffer) in seen:
+            name = f"{prefix}.{key}" if prefix else key
+            if buffer is None or key in skip or id(buffer) in seen or name in rank_local:
                 continue
             seen.add(id(buffer))
-            found.append((f"{prefix}.{key}" if prefix else key, module, key))
+            found.append((name, module, key))
     return found
 
 

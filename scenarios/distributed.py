@@ -39,15 +39,18 @@ def job(name, **options):
     input), ``raise_rank``/``raise_step`` (that rank raises and leaves the job), ``reset_rank``/
     ``reset_step`` (that rank resets a parameter on its own), ``rank_timeout``, ``norm`` (a
     BatchNorm1d after the first layer), ``broadcast_buffers`` (DDP's option),
-    ``sync_buffers`` (all-reduce the buffers after each step) and ``eval_every`` (an
-    evaluation pass under ``no_grad`` in eval mode, on every rank, before every n-th step;
-    ``eval_mode=False`` keeps training mode, as a no_grad pass that makes pseudo-labels)."""
+    ``sync_buffers`` (True: all-reduce the buffers after each step; "eval": only before each
+    evaluation pass, as timm's ``--dist-bn reduce``) and ``eval_every`` (an evaluation pass
+    under ``no_grad`` in eval mode, on every rank, before every n-th step; ``eval_mode=False``
+    keeps training mode, as a no_grad pass that makes pseudo-labels; ``eval_through="module"``
+    calls the module inside DDP, as transformers' Trainer evaluates)."""
     spec = {"name": name, "sync": "ddp", "watch": "wrapper", "shard": True, "steps": 12,
             "every": 2, "nan_rank": None, "nan_step": 3, "raise_rank": None, "raise_step": 3,
             "reset_rank": None, "reset_step": 3, "sinks_on": None,
             "stall_rank": None, "stall_step": 3, "stall_seconds": 0.0,
             "rank_timeout": 30.0, "norm": False, "broadcast_buffers": True,
-            "sync_buffers": False, "eval_every": None, "eval_mode": True}
+            "sync_buffers": False, "eval_every": None, "eval_mode": True,
+            "eval_through": "wrapper"}
     unknown = set(options) - set(spec)
     if unknown:
         raise ValueError(f"job: unknown options {sorted(unknown)}")
@@ -59,7 +62,8 @@ def launch(jobs, *, world=WORLD):
     """Run ``jobs`` in order in one group of ``world`` spawned CPU processes (gloo over
     127.0.0.1). Returns ``{job name: [per-rank result dict]}``: ``findings`` (rank 0's are the
     merged ones), ``report`` (its text), ``parameters`` (names in the report), ``seconds``,
-    ``raised`` (the exception a planted failure raised)."""
+    ``raised`` (the exception a planted failure raised), ``announced`` ([code, severity] of
+    each ``on_finding`` call, in order)."""
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory(prefix="gradhunt-ddp-") as out:
@@ -123,11 +127,11 @@ def _train(rank, world, spec, out):
     features, targets = _data()
     loader = rank_batches(features, targets, 16, rank=rank, world=world, shard=spec["shard"])
     watched = net if spec["watch"] == "wrapper" else model
-    started, raised = time.perf_counter(), None
-    options = {}
+    started, raised, announced = time.perf_counter(), None, []
+    options = {"on_finding": lambda f: announced.append([f.code, f.severity])}
     if spec["sinks_on"] is not None:
-        options = {"sinks_on": spec["sinks_on"],
-                   "sinks": [CSVSink(Path(out, f"{spec['name']}-{rank}.csv"))]}
+        options.update(sinks_on=spec["sinks_on"],
+                       sinks=[CSVSink(Path(out, f"{spec['name']}-{rank}.csv"))])
     with Monitor(watched, optimizer, every=spec["every"], rank_timeout=spec["rank_timeout"],
                  **options) as monitor:
         try:
@@ -145,7 +149,8 @@ def _train(rank, world, spec, out):
             "exchanges": exchanges,
             "csv_rows": len(csv.read_text().splitlines()) - 1 if csv.exists() else None,
             "parameters": [p.name for p in report.parameters] if raised is None else [],
-            "seconds": time.perf_counter() - started, "raised": raised}
+            "seconds": time.perf_counter() - started, "raised": raised,
+            "announced": announced}
 
 
 def _buffer_option(broadcast):
@@ -183,9 +188,12 @@ def _loop(rank, spec, net, model, optimizer, loader, monitor, bugs):
             if spec["reset_rank"] == rank and step == spec["reset_step"]:
                 reset(model)
             if spec["eval_every"] and step % spec["eval_every"] == 0:
+                if spec["sync_buffers"] == "eval":
+                    sync_buffers(model)
+                evaluated = model if spec["eval_through"] == "module" else net
                 net.train(not spec["eval_mode"])
                 with torch.no_grad():
-                    net(x)
+                    evaluated(x)
                 net.train()
             optimizer.zero_grad()
             loss = loss_fn(net(x), y)
@@ -195,7 +203,7 @@ def _loop(rank, spec, net, model, optimizer, loader, monitor, bugs):
             elif spec["sync"] == "sum":
                 summed(model)
             optimizer.step()
-            if spec["sync_buffers"]:
+            if spec["sync_buffers"] is True:
                 sync_buffers(model)
             monitor.step(loss)
             step += 1

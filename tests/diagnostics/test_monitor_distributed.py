@@ -25,10 +25,15 @@ JOBS = [job("ddp_wrapper", sinks_on="rank0"), job("ddp_module", watch="module", 
         job("local_reset", reset_rank=1), job("nan_on_rank1", sync="none", nan_rank=1),
         job("bn_broadcast", norm=True),
         job("bn_broadcast_module_eval", norm=True, watch="module", eval_every=3),
+        job("bn_broadcast_eval_inner_module", norm=True, watch="module", eval_every=4,
+            eval_through="module"),
         job("bn_broadcast_pseudo_labels", norm=True, watch="module", eval_every=2,
             eval_mode=False),
         job("bn_no_broadcast", norm=True, broadcast_buffers=False),
         job("bn_no_broadcast_same_data", norm=True, broadcast_buffers=False, shard=False),
+        job("bn_no_broadcast_eval", norm=True, broadcast_buffers=False, eval_every=4),
+        job("bn_no_broadcast_reduced_before_eval", norm=True, broadcast_buffers=False,
+            eval_every=4, sync_buffers="eval"),
         job("bn_manual", norm=True, sync="average"),
         job("bn_manual_buffers_reduced", norm=True, sync="average", sync_buffers=True),
         job("no_buffers_no_broadcast", broadcast_buffers=False),
@@ -117,20 +122,58 @@ def test_identical_batches_keep_buffers_identical(outcome):
 
 
 @pytest.mark.parametrize("name", ["bn_no_broadcast", "bn_manual"])
-def test_buffers_that_drift_apart(outcome, name):
+def test_buffers_that_drift_apart_without_evaluation_are_info(outcome, name):
+    assert codes(outcome, name) == ["BUFFERS_DIVERGED"]
+    assert codes(outcome, name, rank=1) == ["BUFFERS_DIVERGED"]
+    found = finding(outcome, name, "BUFFERS_DIVERGED")
+    evidence = found["evidence"]
+    assert found["severity"] == "info" and found["location"] == "1.running_mean"
+    assert evidence["buffers"] == ["1.running_mean", "1.running_var"]   # not the step count
+    assert evidence["when"] == "training" and evidence["step"] == 10
+    assert evidence["differing_ranks"] == [0, 1]
+    assert all(1e-4 < v < 10 for v in evidence["relative_difference"].values())
+    assert "1.running_mean (relative difference" in found["message"]
+    assert "no evaluation pass" in found["message"]
+    assert "--dist-bn reduce" in found["suggestion"]
+    assert "SyncBatchNorm" in found["suggestion"] and "all_reduce" in found["suggestion"]
+    assert outcome[name][0]["seconds"] < 30
+
+
+def test_buffers_apart_at_an_evaluation_pass(outcome):
+    # no broadcast, evaluation passes before steps 0, 4, 8, nothing averages the buffers:
+    # info at steps 1 and 2, the warning once the pass before step 4 is compared
+    name = "bn_no_broadcast_eval"
     assert codes(outcome, name) == ["BUFFERS_DIVERGED"]
     assert codes(outcome, name, rank=1) == ["BUFFERS_DIVERGED"]
     found = finding(outcome, name, "BUFFERS_DIVERGED")
     evidence = found["evidence"]
     assert found["severity"] == "warning" and found["location"] == "1.running_mean"
-    assert evidence["buffers"] == ["1.running_mean", "1.running_var"]   # not the step count
-    assert evidence["differing_ranks"] == [0, 1] and evidence["step"] == 10
-    assert all(1e-4 < v < 10 for v in evidence["relative_difference"].values())
-    assert "1.running_mean (relative difference" in found["message"]
-    assert "checkpoint saved from rank 0" in found["message"]
+    assert evidence["when"] == "evaluation" and evidence["step"] == 8
+    assert evidence["buffers"] == ["1.running_mean", "1.running_var"]
+    assert found["message"].startswith("at the evaluation pass during step 8, 2 of 3 buffers")
+    assert "evaluated with different statistics" in found["message"]
     assert "broadcast_buffers=True" in found["suggestion"]
-    assert "SyncBatchNorm" in found["suggestion"] and "all_reduce" in found["suggestion"]
-    assert outcome[name][0]["seconds"] < 30
+    assert [a for a in outcome[name][0]["announced"] if a[0] == "BUFFERS_DIVERGED"] == [
+        ["BUFFERS_DIVERGED", "info"], ["BUFFERS_DIVERGED", "warning"]]
+
+
+def test_evaluation_that_bypasses_the_broadcast_is_info(outcome):
+    # DDP broadcasts, but the pass calls the module inside it (transformers' Trainer): the
+    # ranks evaluate with their last batch's update; the next training forward undoes it
+    name = "bn_broadcast_eval_inner_module"
+    assert codes(outcome, name) == ["BUFFERS_DIVERGED"]
+    found = finding(outcome, name, "BUFFERS_DIVERGED")
+    assert found["severity"] == "info" and found["evidence"]["when"] == "evaluation"
+    assert found["evidence"]["kept_in_step_while_training"] is True
+    assert "without DDP's copy" in found["message"]
+
+
+def test_buffers_averaged_before_each_evaluation_are_quiet(outcome):
+    # timm's --no-ddp-bb --dist-bn reduce: apart while training (the info at steps 1 and 2,
+    # before any evaluation pass after the first step), the same at every evaluation pass
+    name = "bn_no_broadcast_reduced_before_eval"
+    assert codes(outcome, name) == [] and codes(outcome, name, rank=1) == []
+    assert ["BUFFERS_DIVERGED", "info"] in outcome[name][0]["announced"]
 
 
 def test_finding_on_one_rank_only(outcome):
@@ -187,29 +230,53 @@ def test_summed_gradients_are_told_from_averaged_ones(world, seed, summed):
     assert [f.code for f in found] == (["GRADIENTS_NOT_SYNCED"] if summed else [])
 
 
-def _buffer_view(prints, names=("bn.running_mean", "bn.running_var")):
+def _buffer_view(prints, names=("bn.running_mean", "bn.running_var"), eval_step=None,
+                 eval_prints=None):
     world = prints.shape[0]
-    params = np.ones((world, 1, 3))
-    return RanksView(world, ["w"], [_sample(4, params, buffers=prints)],
-                     buffer_names=list(names))
+    sample = _sample(4, np.ones((world, 1, 3)), buffers=prints)
+    if eval_step is not None:
+        sample.eval_step, sample.eval_buffers = np.asarray(eval_step, float), eval_prints
+    return RanksView(world, ["w"], [sample], buffer_names=list(names))
 
 
 @settings(max_examples=40, deadline=None)
 @given(world=st.integers(2, 6), odd=st.integers(0, 5), seed=st.integers(0, 2**16),
-       shift=st.floats(1e-4, 1e3))
-def test_buffers_diverged_names_the_buffers_and_ranks(world, odd, seed, shift):
+       shift=st.floats(1e-4, 1e3), at_eval=st.booleans())
+def test_buffers_diverged_names_the_buffers_and_ranks(world, odd, seed, shift, at_eval):
     rng = np.random.default_rng(seed)
     prints = np.repeat(rng.normal(size=(1, 2, 3)), world, axis=0)
     prints[..., 2] = np.abs(prints[..., 2]) + 1
     assert run_rank_checks(_buffer_view(prints)) == []
     odd %= world
-    prints[odd, 1, 0] += shift * prints[odd, 1, 2]
-    found = run_rank_checks(_buffer_view(prints))
-    assert [f.code for f in found] == ["BUFFERS_DIVERGED"]
+    apart = prints.copy()
+    apart[odd, 1, 0] += shift * apart[odd, 1, 2]
+    view = (_buffer_view(apart, eval_step=[3] * world, eval_prints=apart) if at_eval
+            else _buffer_view(apart))
+    found = run_rank_checks(view)
+    assert [(f.code, f.severity) for f in found] == [
+        ("BUFFERS_DIVERGED", "warning" if at_eval else "info")]
     evidence = found[0].evidence
     assert evidence["buffers"] == ["bn.running_var"] and found[0].location == "bn.running_var"
     assert evidence["differing_ranks"] == (list(range(world)) if odd == 0 else [0, odd])
     assert evidence["relative_difference"]["bn.running_var"] > shift / 2
+    assert evidence["when"] == ("evaluation" if at_eval else "training")
+
+
+def test_buffers_the_same_at_an_evaluation_pass_are_quiet_only_after_the_first_step():
+    same = np.array([[[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.0]]])
+    apart = np.array([[[1.0, 2.0, 3.0]], [[1.5, 2.0, 3.5]]])
+    names = ["bn.running_mean"]
+
+    def severities(**evaluation):
+        return [f.severity for f in run_rank_checks(_buffer_view(apart, names, **evaluation))]
+    assert severities() == ["info"]                                      # no evaluation pass
+    assert severities(eval_step=[2, 2], eval_prints=same) == []          # averaged before it
+    assert severities(eval_step=[0, 0], eval_prints=same) == ["info"]    # before training
+    assert severities(eval_step=[2, np.nan], eval_prints=same) == ["info"]   # rank 0 only
+    assert severities(eval_step=[2, 3], eval_prints=same) == ["info"]    # not the same pass
+    assert severities(eval_step=[2, 2], eval_prints=apart) == ["warning"]
+    kept = _buffer_view(same, names, eval_step=[2, 2], eval_prints=apart)   # broadcast, but
+    assert [f.severity for f in run_rank_checks(kept)] == ["info"]        # not at the pass
 
 
 def test_buffers_not_taken_on_a_rank_are_not_compared():

@@ -19,8 +19,9 @@ forward, after its ``broadcast_buffers`` copy of rank 0's buffers:
   travels in the row of the next sampled step (no collective of its own). In eval mode the
   forwards read the buffers without updating them, so this fingerprint is the statistics the
   whole pass evaluates with: DDP's copy, when it runs (after a grad-enabled forward), comes
-  before the pre-hook, and when it does not (``broadcast_buffers=False``, or the later
-  forwards of a ``no_grad`` pass) the buffers stay as fingerprinted. What ranks evaluate with
+  before the pre-hook, and when it does not (``broadcast_buffers=False``, a pass on the
+  module inside DDP, the later forwards of a ``no_grad`` pass) the buffers stay as
+  fingerprinted. What ranks evaluate with
   is what matters: a job that lets the buffers drift apart while training and averages them
   before each evaluation (timm's ``--no-ddp-bb --dist-bn reduce``) differs at the training
   fingerprint only.

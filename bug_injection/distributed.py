@@ -20,6 +20,19 @@ def all_reduce_gradients(model, *, average=True):
                 param.grad /= world
 
 
+def all_reduce_buffers(model):
+    """The fix of buffers that drift apart when nothing broadcasts them (DDP with
+    ``broadcast_buffers=False``, or a manual all-reduce of the gradients only): every
+    floating-point buffer (batch-norm running statistics) averaged over the ranks."""
+    import torch.distributed as dist
+
+    world = dist.get_world_size()
+    for buffer in model.buffers():
+        if buffer.is_floating_point():
+            dist.all_reduce(buffer, op=dist.ReduceOp.SUM)
+            buffer /= world
+
+
 def summed_all_reduce(model):
     """The bug: ``all_reduce_gradients`` without the division by the world size."""
     all_reduce_gradients(model, average=False)

@@ -44,6 +44,8 @@ CODES = {
     "GRADIENTS_NOT_SYNCED": "gradients not averaged across ranks (not reduced, or summed)",
     "SAME_BATCH_ON_RANKS": "every rank reads the same batches (no DistributedSampler)",
     "RANK_STOPPED": "a rank of a distributed job stopped taking part (raised or hung)",
+    "BUFFERS_DIVERGED": "buffers (batch-norm statistics) differ across the ranks of a "
+                        "distributed job",
     "MONITOR_ERROR": "a probe or check of the Monitor raised and was turned off (info)",
     "LR_SCHEDULE_TOO_FAST": "the learning rate decays or cycles in a few dozen steps",
     "ACCUMULATION_DISCARDED": "gradients of earlier micro-batches are zeroed before the step",

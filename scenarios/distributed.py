@@ -37,12 +37,20 @@ def job(name, **options):
     ``watch`` ("wrapper": give the Monitor the DDP wrapper, or "module"), ``shard`` (a
     DistributedSampler), ``steps``, ``every``, ``nan_rank``/``nan_step`` (a NaN in that rank's
     input), ``raise_rank``/``raise_step`` (that rank raises and leaves the job), ``reset_rank``/
-    ``reset_step`` (that rank resets a parameter on its own) and ``rank_timeout``."""
+    ``reset_step`` (that rank resets a parameter on its own), ``rank_timeout``, ``norm`` (a
+    BatchNorm1d after the first layer), ``broadcast_buffers`` (DDP's option),
+    ``sync_buffers`` (True: all-reduce the buffers after each step; "eval": only before each
+    evaluation pass, as timm's ``--dist-bn reduce``) and ``eval_every`` (an evaluation pass
+    under ``no_grad`` in eval mode, on every rank, before every n-th step; ``eval_mode=False``
+    keeps training mode, as a no_grad pass that makes pseudo-labels; ``eval_through="module"``
+    calls the module inside DDP, as transformers' Trainer evaluates)."""
     spec = {"name": name, "sync": "ddp", "watch": "wrapper", "shard": True, "steps": 12,
             "every": 2, "nan_rank": None, "nan_step": 3, "raise_rank": None, "raise_step": 3,
             "reset_rank": None, "reset_step": 3, "sinks_on": None,
             "stall_rank": None, "stall_step": 3, "stall_seconds": 0.0,
-            "rank_timeout": 30.0}
+            "rank_timeout": 30.0, "norm": False, "broadcast_buffers": True,
+            "sync_buffers": False, "eval_every": None, "eval_mode": True,
+            "eval_through": "wrapper"}
     unknown = set(options) - set(spec)
     if unknown:
         raise ValueError(f"job: unknown options {sorted(unknown)}")
@@ -54,7 +62,8 @@ def launch(jobs, *, world=WORLD):
     """Run ``jobs`` in order in one group of ``world`` spawned CPU processes (gloo over
     127.0.0.1). Returns ``{job name: [per-rank result dict]}``: ``findings`` (rank 0's are the
     merged ones), ``report`` (its text), ``parameters`` (names in the report), ``seconds``,
-    ``raised`` (the exception a planted failure raised)."""
+    ``raised`` (the exception a planted failure raised), ``announced`` ([code, severity] of
+    each ``on_finding`` call, in order)."""
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory(prefix="gradhunt-ddp-") as out:
@@ -93,39 +102,42 @@ def _data(seed=1, n=256):
     return features, (features @ teacher).argmax(dim=1)
 
 
-def _model():
+def _model(norm=False):
     import torch
 
     torch.manual_seed(0)   # the same initial weights on every rank, with or without DDP
-    return torch.nn.Sequential(torch.nn.Linear(FEATURES, 32), torch.nn.ReLU(),
-                               torch.nn.Linear(32, CLASSES))
+    layers = [torch.nn.Linear(FEATURES, 32), torch.nn.BatchNorm1d(32)] if norm else [
+        torch.nn.Linear(FEATURES, 32)]
+    return torch.nn.Sequential(*layers, torch.nn.ReLU(), torch.nn.Linear(32, CLASSES))
 
 
 def _train(rank, world, spec, out):
     import torch
     from torch.nn.parallel import DistributedDataParallel
 
-    from bug_injection.distributed import (all_reduce_gradients, rank_batches, rank_local_reset,
-                                          summed_all_reduce)
+    from bug_injection.distributed import (all_reduce_buffers, all_reduce_gradients,
+                                          rank_batches, rank_local_reset, summed_all_reduce)
     from diagnostics import Monitor
     from diagnostics.monitor import CSVSink
 
-    model = _model()
-    net = DistributedDataParallel(model) if spec["sync"] == "ddp" else model
+    model = _model(spec["norm"])
+    net = (DistributedDataParallel(model, **_buffer_option(spec["broadcast_buffers"]))
+           if spec["sync"] == "ddp" else model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     features, targets = _data()
     loader = rank_batches(features, targets, 16, rank=rank, world=world, shard=spec["shard"])
     watched = net if spec["watch"] == "wrapper" else model
-    started, raised = time.perf_counter(), None
-    options = {}
+    started, raised, announced = time.perf_counter(), None, []
+    options = {"on_finding": lambda f: announced.append([f.code, f.severity])}
     if spec["sinks_on"] is not None:
-        options = {"sinks_on": spec["sinks_on"],
-                   "sinks": [CSVSink(Path(out, f"{spec['name']}-{rank}.csv"))]}
+        options.update(sinks_on=spec["sinks_on"],
+                       sinks=[CSVSink(Path(out, f"{spec['name']}-{rank}.csv"))])
     with Monitor(watched, optimizer, every=spec["every"], rank_timeout=spec["rank_timeout"],
                  **options) as monitor:
         try:
             _loop(rank, spec, net, model, optimizer, loader, monitor,
-                  (all_reduce_gradients, summed_all_reduce, rank_local_reset))
+                  (all_reduce_gradients, summed_all_reduce, rank_local_reset,
+                   all_reduce_buffers))
         except RuntimeError as error:
             if spec["raise_rank"] != rank:
                 raise
@@ -137,13 +149,26 @@ def _train(rank, world, spec, out):
             "exchanges": exchanges,
             "csv_rows": len(csv.read_text().splitlines()) - 1 if csv.exists() else None,
             "parameters": [p.name for p in report.parameters] if raised is None else [],
-            "seconds": time.perf_counter() - started, "raised": raised}
+            "seconds": time.perf_counter() - started, "raised": raised,
+            "announced": announced}
+
+
+def _buffer_option(broadcast):
+    """DDP's keyword for its buffer broadcast: ``forward_sync_buffers`` where torch has it
+    (``broadcast_buffers`` is deprecated there), else ``broadcast_buffers``."""
+    import inspect
+
+    from torch.nn.parallel import DistributedDataParallel
+
+    known = inspect.signature(DistributedDataParallel).parameters
+    return {"forward_sync_buffers" if "forward_sync_buffers" in known
+            else "broadcast_buffers": broadcast}
 
 
 def _loop(rank, spec, net, model, optimizer, loader, monitor, bugs):
     import torch
 
-    average, summed, reset = bugs
+    average, summed, reset, sync_buffers = bugs
     loss_fn = torch.nn.CrossEntropyLoss()
     step, epoch = 0, 0
     while step < spec["steps"]:
@@ -162,6 +187,14 @@ def _loop(rank, spec, net, model, optimizer, loader, monitor, bugs):
                 x[0, 0] = math.nan
             if spec["reset_rank"] == rank and step == spec["reset_step"]:
                 reset(model)
+            if spec["eval_every"] and step % spec["eval_every"] == 0:
+                if spec["sync_buffers"] == "eval":
+                    sync_buffers(model)
+                evaluated = model if spec["eval_through"] == "module" else net
+                net.train(not spec["eval_mode"])
+                with torch.no_grad():
+                    evaluated(x)
+                net.train()
             optimizer.zero_grad()
             loss = loss_fn(net(x), y)
             loss.backward()
@@ -170,6 +203,8 @@ def _loop(rank, spec, net, model, optimizer, loader, monitor, bugs):
             elif spec["sync"] == "sum":
                 summed(model)
             optimizer.step()
+            if spec["sync_buffers"] is True:
+                sync_buffers(model)
             monitor.step(loss)
             step += 1
         epoch += 1

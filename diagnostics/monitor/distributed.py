@@ -4,9 +4,10 @@ findings and cross-rank checks.
 Every rank builds its Monitor (the constructor creates gradhunt's own gloo group, a collective).
 At each sampled step (the same steps on every rank: sampling depends on the step alone) every
 rank sends one fixed-size byte row to one ``all_gather`` on that group: its step, parameter,
-gradient and input fingerprints, then its new findings (pickled, as many as fit; the rest go at
-the next sampled step). Nothing is exchanged at the other steps. The group has a timeout, so a
-rank that raised or stopped calling ``step()`` cannot block the others for ever: on a failed
+gradient, input and buffer fingerprints (and the buffers' at its last evaluation pass, with
+that pass's step), then its new findings (pickled, as many as fit; the rest go at the next
+sampled step). Nothing is exchanged at the other steps. The group has a timeout, so a rank
+that raised or stopped calling ``step()`` cannot block the others for ever: on a failed
 exchange the survivors ask a second, untouched group which ranks are missing
 (``monitored_barrier``), record ``RANK_STOPPED`` and exchange no more. ``report()`` makes no
 collective (the ranks need not call it together): a finding a rank first sees in its own
@@ -38,6 +39,17 @@ def unwrap(model):
     return model.module if isinstance(model, wrappers) else model
 
 
+def broadcasts_buffers(model):
+    """True for a DistributedDataParallel wrapper that broadcasts rank 0's buffers before its
+    forwards (``broadcast_buffers=True``, the default): its ranks cannot hold different
+    buffers where a forward reads them, so the Monitor does not compare them."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    ddp = torch.nn.parallel.DistributedDataParallel
+    return isinstance(model, ddp) and bool(getattr(model, "broadcast_buffers", False))
+
+
 def process_group():
     """``(rank, world_size)`` when a torch.distributed process group of 2 or more ranks is
     initialised, else None (torch is not imported for the question)."""
@@ -65,18 +77,21 @@ class RankExchange:
     """One rank's side of the exchange: sends its row, keeps every rank's fingerprints and
     findings, runs the cross-rank checks and merges findings by (code, location)."""
 
-    def __init__(self, rank, world, names, *, timeout, window):
+    def __init__(self, rank, world, names, *, timeout, window, buffers=()):
         import torch.distributed as dist
 
         self._dist = dist
         self.rank, self.world, self.names = rank, world, list(names)
+        self.buffers = list(buffers)     # buffer names, in fingerprint order
         self.timeout = float(timeout)
         self._group = dist.new_group(backend="gloo", timeout=timedelta(seconds=self.timeout))
         self._probe_seconds = min(PROBE_SECONDS, self.timeout)
         self._probe_group = dist.new_group(backend="gloo",
                                            timeout=timedelta(seconds=self._probe_seconds))
-        self._numbers = 2 + 9 * len(self.names) + 3          # step, length, fingerprints
-        self._view = RanksView(world, self.names)
+        # step, length, then fingerprints: parameters, gradients, input, buffers; then the
+        # step of the last evaluation pass and the buffers at its first forward
+        self._numbers = 2 + 9 * len(self.names) + 3 + 6 * len(self.buffers) + 1
+        self._view = RanksView(world, self.names, buffer_names=self.buffers)
         self._window = window
         self._sent = {}                  # (code, location) -> severity sent
         self._remote = {}                # (code, location) -> {rank: Finding}
@@ -115,6 +130,14 @@ class RankExchange:
             offset += 3 * len(self.names)
         if fingerprints.get("inputs") is not None:
             numbers[offset:offset + 3] = fingerprints["inputs"]
+        offset += 3
+        count = 3 * len(self.buffers)
+        if fingerprints.get("buffers") is not None and self.buffers:
+            numbers[offset:offset + count] = fingerprints["buffers"].reshape(-1)
+        offset += count
+        if fingerprints.get("eval_buffers") is not None and self.buffers:
+            numbers[offset] = np.asarray(fingerprints["eval_step"]).reshape(-1)[0]
+            numbers[offset + 1:offset + 1 + count] = fingerprints["eval_buffers"].reshape(-1)
         blob = self._pack(findings)
         numbers[1] = len(blob)
         row = np.zeros(8 * self._numbers + FINDINGS_BYTES, dtype=np.uint8)
@@ -146,7 +169,12 @@ class RankExchange:
                     self._remote.setdefault((finding.code, finding.location), {})[rank] = finding
         blocks = [numbers[:, 2 + 3 * names * i:2 + 3 * names * (i + 1)].reshape(
             self.world, names, 3) for i in range(3)]
-        sample = RankSample(step, *blocks, numbers[:, 2 + 9 * names:5 + 9 * names])
+        start, count = 5 + 9 * names, len(self.buffers)
+        buffers = numbers[:, start:start + 3 * count].reshape(self.world, count, 3)
+        start += 3 * count
+        evaluated = numbers[:, start + 1:start + 1 + 3 * count].reshape(self.world, count, 3)
+        sample = RankSample(step, *blocks, numbers[:, 2 + 9 * names:5 + 9 * names], buffers,
+                            numbers[:, start], evaluated)
         self._view.samples = (self._view.samples + [sample])[-self._window:]
         return self._check()
 
@@ -166,9 +194,16 @@ class RankExchange:
         return self._check()
 
     def _check(self):
+        """Run the cross-rank checks; a finding stays once found, but an ``info`` one is
+        provisional (``BUFFERS_DIVERGED`` before an evaluation pass is compared): it goes when
+        the checks no longer return it."""
         severity = {s: i for i, s in enumerate(SEVERITIES)}
+        found = run_rank_checks(self._view)
+        current = {(f.code, f.location) for f in found}
+        self._cross = {key: f for key, f in self._cross.items()
+                       if f.severity != "info" or key in current}
         new = []
-        for finding in run_rank_checks(self._view):
+        for finding in found:
             key = (finding.code, finding.location)
             known = self._cross.get(key)
             if known is None or severity[finding.severity] > severity[known.severity]:

@@ -10,7 +10,7 @@ from ..outputs import check_selector
 from ..validators import check_float, check_int
 from .checks import FULL_CHECK_STEPS, run_each
 from .collector import Collector
-from .distributed import SINKS_ON, RankExchange, process_group, unwrap
+from .distributed import SINKS_ON, RankExchange, broadcasts_buffers, process_group, unwrap
 from .history import History, columns_for
 from .kernels import kernels_for
 from .layout import Layout, learning_rates
@@ -81,6 +81,7 @@ class Monitor:
     def __init__(self, model, optimizer=None, *, every=DEFAULT_EVERY, window=DEFAULT_WINDOW,
                  sinks=(), on_finding=None, on_resolved=None, thresholds=None, scaler=None,
                  per_step_gradients=False, output=None, sinks_on="rank0", rank_timeout=300.0):
+        buffers_broadcast = broadcasts_buffers(model)
         model = unwrap(model)
         backend = get_backend(model)
         check_selector(output)
@@ -117,8 +118,10 @@ class Monitor:
         self._ranks = None
         self._ranks_probe = self._probes[-1] if group else None
         if group:   # a collective: every rank builds its Monitor
+            self._ranks_probe.watch_buffers(not buffers_broadcast)
             self._ranks = RankExchange(*group, [p.name for p in layout.trainable],
-                                       timeout=rank_timeout, window=window)
+                                       timeout=rank_timeout, window=window,
+                                       buffers=self._ranks_probe.buffer_names)
             if sinks_on == "rank0" and group[0] != 0:
                 sinks = ()
         columns = columns_for(layout, learning_rate=bool(learning_rates(optimizer)))

@@ -23,6 +23,20 @@ JOBS = [job("ddp_wrapper", sinks_on="rank0"), job("ddp_module", watch="module", 
         job("manual_average", sync="average"), job("manual_sum", sync="sum"),
         job("no_sampler", shard=False), job("not_reduced", sync="none"),
         job("local_reset", reset_rank=1), job("nan_on_rank1", sync="none", nan_rank=1),
+        job("bn_broadcast", norm=True),
+        job("bn_broadcast_module_eval", norm=True, watch="module", eval_every=3),
+        job("bn_broadcast_eval_inner_module", norm=True, watch="module", eval_every=4,
+            eval_through="module"),
+        job("bn_broadcast_pseudo_labels", norm=True, watch="module", eval_every=2,
+            eval_mode=False),
+        job("bn_no_broadcast", norm=True, broadcast_buffers=False),
+        job("bn_no_broadcast_same_data", norm=True, broadcast_buffers=False, shard=False),
+        job("bn_no_broadcast_eval", norm=True, broadcast_buffers=False, eval_every=4),
+        job("bn_no_broadcast_reduced_before_eval", norm=True, broadcast_buffers=False,
+            eval_every=4, sync_buffers="eval"),
+        job("bn_manual", norm=True, sync="average"),
+        job("bn_manual_buffers_reduced", norm=True, sync="average", sync_buffers=True),
+        job("no_buffers_no_broadcast", broadcast_buffers=False),
         job("rank1_stalls", sync="none", stall_rank=1, stall_seconds=3 * STALL_TIMEOUT,
             rank_timeout=STALL_TIMEOUT),
         job("rank1_raises", sync="none", raise_rank=1, rank_timeout=TIMEOUT)]
@@ -89,6 +103,79 @@ def test_rank_local_parameter_change(outcome):
     assert found["location"] == "2.bias" and found["evidence"]["parameters"] == ["2.bias"]
 
 
+@pytest.mark.parametrize("name", ["bn_broadcast", "bn_broadcast_module_eval",
+                                  "bn_manual_buffers_reduced", "no_buffers_no_broadcast"])
+def test_buffers_kept_in_step_are_quiet(outcome, name):
+    # DDP's broadcast (the wrapper or the module watched, evaluation passes between steps),
+    # an all-reduce of the buffers after each step, a model without buffers
+    assert codes(outcome, name) == [] and codes(outcome, name, rank=1) == []
+
+
+def test_buffers_compared_only_after_ddp_broadcast_them(outcome):
+    # a no_grad pass in training mode updates the statistics per rank and makes DDP skip its
+    # broadcast in the next forward: that forward is not compared
+    assert "BUFFERS_DIVERGED" not in codes(outcome, "bn_broadcast_pseudo_labels")
+
+
+def test_identical_batches_keep_buffers_identical(outcome):
+    assert codes(outcome, "bn_no_broadcast_same_data") == ["SAME_BATCH_ON_RANKS"]
+
+
+@pytest.mark.parametrize("name", ["bn_no_broadcast", "bn_manual"])
+def test_buffers_that_drift_apart_without_evaluation_are_info(outcome, name):
+    assert codes(outcome, name) == ["BUFFERS_DIVERGED"]
+    assert codes(outcome, name, rank=1) == ["BUFFERS_DIVERGED"]
+    found = finding(outcome, name, "BUFFERS_DIVERGED")
+    evidence = found["evidence"]
+    assert found["severity"] == "info" and found["location"] == "1.running_mean"
+    assert evidence["buffers"] == ["1.running_mean", "1.running_var"]   # not the step count
+    assert evidence["when"] == "training" and evidence["step"] == 10
+    assert evidence["differing_ranks"] == [0, 1]
+    assert all(1e-4 < v < 10 for v in evidence["relative_difference"].values())
+    assert "1.running_mean (relative difference" in found["message"]
+    assert "no evaluation pass" in found["message"]
+    assert "--dist-bn reduce" in found["suggestion"]
+    assert "SyncBatchNorm" in found["suggestion"] and "all_reduce" in found["suggestion"]
+    assert outcome[name][0]["seconds"] < 30
+
+
+def test_buffers_apart_at_an_evaluation_pass(outcome):
+    # no broadcast, evaluation passes before steps 0, 4, 8, nothing averages the buffers:
+    # info at steps 1 and 2, the warning once the pass before step 4 is compared
+    name = "bn_no_broadcast_eval"
+    assert codes(outcome, name) == ["BUFFERS_DIVERGED"]
+    assert codes(outcome, name, rank=1) == ["BUFFERS_DIVERGED"]
+    found = finding(outcome, name, "BUFFERS_DIVERGED")
+    evidence = found["evidence"]
+    assert found["severity"] == "warning" and found["location"] == "1.running_mean"
+    assert evidence["when"] == "evaluation" and evidence["step"] == 8
+    assert evidence["buffers"] == ["1.running_mean", "1.running_var"]
+    assert found["message"].startswith("at the evaluation pass during step 8, 2 of 3 buffers")
+    assert "evaluated with different statistics" in found["message"]
+    assert "broadcast_buffers=True" in found["suggestion"]
+    assert [a for a in outcome[name][0]["announced"] if a[0] == "BUFFERS_DIVERGED"] == [
+        ["BUFFERS_DIVERGED", "info"], ["BUFFERS_DIVERGED", "warning"]]
+
+
+def test_evaluation_that_bypasses_the_broadcast_is_info(outcome):
+    # DDP broadcasts, but the pass calls the module inside it (transformers' Trainer): the
+    # ranks evaluate with their last batch's update; the next training forward undoes it
+    name = "bn_broadcast_eval_inner_module"
+    assert codes(outcome, name) == ["BUFFERS_DIVERGED"]
+    found = finding(outcome, name, "BUFFERS_DIVERGED")
+    assert found["severity"] == "info" and found["evidence"]["when"] == "evaluation"
+    assert found["evidence"]["kept_in_step_while_training"] is True
+    assert "without DDP's copy" in found["message"]
+
+
+def test_buffers_averaged_before_each_evaluation_are_quiet(outcome):
+    # timm's --no-ddp-bb --dist-bn reduce: apart while training (the info at steps 1 and 2,
+    # before any evaluation pass after the first step), the same at every evaluation pass
+    name = "bn_no_broadcast_reduced_before_eval"
+    assert codes(outcome, name) == [] and codes(outcome, name, rank=1) == []
+    assert ["BUFFERS_DIVERGED", "info"] in outcome[name][0]["announced"]
+
+
 def test_finding_on_one_rank_only(outcome):
     nan = finding(outcome, "nan_on_rank1", "NAN_LOSS")
     assert nan["evidence"]["ranks"] == [1]
@@ -107,11 +194,12 @@ def test_a_rank_that_raises_leaves_a_finding_not_a_hang(outcome):
 
 
 # ------------------------------------------------------------- single-process parts
-def _sample(step, params, local=None, final=None, inputs=None):
+def _sample(step, params, local=None, final=None, inputs=None, buffers=None):
     nan = np.full_like(params, np.nan)
     return RankSample(step, params, nan if local is None else local,
                       nan if final is None else final,
-                      np.full((params.shape[0], 3), np.nan) if inputs is None else inputs)
+                      np.full((params.shape[0], 3), np.nan) if inputs is None else inputs,
+                      buffers)
 
 
 def test_checks_stay_quiet_on_identical_ranks_and_on_rounding():
@@ -140,6 +228,62 @@ def test_summed_gradients_are_told_from_averaged_ones(world, seed, summed):
     view = RanksView(world, list("abcd"), [_sample(0, params, local, final)])
     found = run_rank_checks(view)
     assert [f.code for f in found] == (["GRADIENTS_NOT_SYNCED"] if summed else [])
+
+
+def _buffer_view(prints, names=("bn.running_mean", "bn.running_var"), eval_step=None,
+                 eval_prints=None):
+    world = prints.shape[0]
+    sample = _sample(4, np.ones((world, 1, 3)), buffers=prints)
+    if eval_step is not None:
+        sample.eval_step, sample.eval_buffers = np.asarray(eval_step, float), eval_prints
+    return RanksView(world, ["w"], [sample], buffer_names=list(names))
+
+
+@settings(max_examples=40, deadline=None)
+@given(world=st.integers(2, 6), odd=st.integers(0, 5), seed=st.integers(0, 2**16),
+       shift=st.floats(1e-4, 1e3), at_eval=st.booleans())
+def test_buffers_diverged_names_the_buffers_and_ranks(world, odd, seed, shift, at_eval):
+    rng = np.random.default_rng(seed)
+    prints = np.repeat(rng.normal(size=(1, 2, 3)), world, axis=0)
+    prints[..., 2] = np.abs(prints[..., 2]) + 1
+    assert run_rank_checks(_buffer_view(prints)) == []
+    odd %= world
+    apart = prints.copy()
+    apart[odd, 1, 0] += shift * apart[odd, 1, 2]
+    view = (_buffer_view(apart, eval_step=[3] * world, eval_prints=apart) if at_eval
+            else _buffer_view(apart))
+    found = run_rank_checks(view)
+    assert [(f.code, f.severity) for f in found] == [
+        ("BUFFERS_DIVERGED", "warning" if at_eval else "info")]
+    evidence = found[0].evidence
+    assert evidence["buffers"] == ["bn.running_var"] and found[0].location == "bn.running_var"
+    assert evidence["differing_ranks"] == (list(range(world)) if odd == 0 else [0, odd])
+    assert evidence["relative_difference"]["bn.running_var"] > shift / 2
+    assert evidence["when"] == ("evaluation" if at_eval else "training")
+
+
+def test_buffers_the_same_at_an_evaluation_pass_are_quiet_only_after_the_first_step():
+    same = np.array([[[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.0]]])
+    apart = np.array([[[1.0, 2.0, 3.0]], [[1.5, 2.0, 3.5]]])
+    names = ["bn.running_mean"]
+
+    def severities(**evaluation):
+        return [f.severity for f in run_rank_checks(_buffer_view(apart, names, **evaluation))]
+    assert severities() == ["info"]                                      # no evaluation pass
+    assert severities(eval_step=[2, 2], eval_prints=same) == []          # averaged before it
+    assert severities(eval_step=[0, 0], eval_prints=same) == ["info"]    # before training
+    assert severities(eval_step=[2, np.nan], eval_prints=same) == ["info"]   # rank 0 only
+    assert severities(eval_step=[2, 3], eval_prints=same) == ["info"]    # not the same pass
+    assert severities(eval_step=[2, 2], eval_prints=apart) == ["warning"]
+    kept = _buffer_view(same, names, eval_step=[2, 2], eval_prints=apart)   # broadcast, but
+    assert [f.severity for f in run_rank_checks(kept)] == ["info"]        # not at the pass
+
+
+def test_buffers_not_taken_on_a_rank_are_not_compared():
+    prints = np.array([[[1.0, 2.0, 3.0]], [[np.nan] * 3]])
+    assert run_rank_checks(_buffer_view(prints, names=["bn.running_mean"])) == []
+    prints[1] = [[1.0, 2.0, 3.0 * (1 + 1e-9)]]           # rounding is not a difference
+    assert run_rank_checks(_buffer_view(prints, names=["bn.running_mean"])) == []
 
 
 def test_merge_names_the_ranks_and_keeps_differing_evidence():
@@ -181,3 +325,16 @@ def test_a_stalled_rank_is_named_after_the_timeout(outcome):
     # rank 1, awake again, finds rank 0 gone from the exchange and finishes its loop too
     back = [f for f in rank1["findings"] if f["code"] == "RANK_STOPPED"]
     assert back and back[0]["evidence"]["ranks"] == [0] and rank1["exchanges"] == 3
+
+
+def test_only_persistent_buffers_are_compared_and_shared_ones_once():
+    from diagnostics.monitor.probes.ranks import persistent_buffers
+
+    norm = torch.nn.BatchNorm1d(3)
+    model = torch.nn.Sequential(norm, torch.nn.Linear(3, 3), norm)
+    model[1].register_buffer("rotary_cache", torch.ones(4), persistent=False)
+    model[1].register_buffer("ema", torch.zeros(3))
+    names = [name for name, _, _ in persistent_buffers(model)]
+    assert names == ["0.running_mean", "0.running_var", "0.num_batches_tracked", "1.ema"]
+    model._ddp_params_and_buffers_to_ignore = ["1.ema"]   # rank-local, as DDP was told
+    assert [name for name, _, _ in persistent_buffers(model)][-1] == "0.num_batches_tracked"

@@ -89,7 +89,8 @@ def _squashed_twice(view, records):
     floor = "ln(e + C - 1) - 1 for C classes"
     if simplex:
         classes = simplex[-1].classes
-        evidence.update(classes=classes, floor=cross_entropy_floor(classes))
+        evidence.update(classes=classes, axis=simplex[-1].axis,
+                        floor=cross_entropy_floor(classes))
         floor = (f"ln(e + C - 1) - 1 = {cross_entropy_floor(classes):.4g} for C = {classes} "
                  f"(chance is ln C = {math.log(classes):.4g})")
     return Finding(

@@ -47,6 +47,7 @@ CODES = {
     "MONITOR_ERROR": "a probe or check of the Monitor raised and was turned off (info)",
     "LR_SCHEDULE_TOO_FAST": "the learning rate decays or cycles in a few dozen steps",
     "ACCUMULATION_DISCARDED": "gradients of earlier micro-batches are zeroed before the step",
+    "VIEW_SCRAMBLES_AXES": "a view or reshape moves axes where a permute was meant",
 }
 
 

@@ -2,7 +2,8 @@
 
 Each item is PASS, FAIL or SKIP, with findings: the parameters, the forward pass, label dtype
 and range (LABEL_DTYPE, checked before the framework raises), output/target shapes that would
-broadcast silently (SHAPE_BROADCAST), the loss at init against that of an uninformative output
+broadcast silently (SHAPE_BROADCAST), view/reshape calls that move axes where a permute was
+meant (VIEW_SCRAMBLES_AXES), the loss at init against that of an uninformative output
 (-log(1/C) for C classes; BAD_INIT_LOSS), overfitting one batch (OVERFIT_FAILED), a few
 training steps with the loss going down, and, watched by a ``Monitor`` over those steps,
 activation statistics, gradient flow, STALE_GRADIENTS (with the user's ``train_step``) and
@@ -34,6 +35,7 @@ from . import overfit
 from .batch_independence import check_batch_independence
 from .label_checks import check_batch_label_order, check_label_range
 from .overfit import DEFAULT_LR
+from .reshapes import reshape_findings, watch_reshapes
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 TRAIN_STEPS = 8           # steps watched by the Monitor
@@ -279,6 +281,22 @@ def _forward(run):
         return CheckItem("forward", FAIL, summary + f": the logits' first dimension should be "
                                                     f"the batch size {batch_size}")
     return CheckItem("forward", PASS, summary)
+
+
+def _reshapes(run):
+    """One more forward, watching every view/reshape call: one that moves axes (a permute
+    was meant) is VIEW_SCRAMBLES_AXES."""
+    backend, batch = run.backend, run.batch
+    if backend.name != "torch":
+        return CheckItem("reshapes", SKIP, "needs a torch model (torch function modes)")
+    with backend.no_grad(), watch_reshapes(backend.model) as calls:
+        batch.forward(backend.model)
+    findings = reshape_findings(calls)
+    if findings:
+        return CheckItem("reshapes", _status(findings),
+                         "; ".join(f"{c.call} {c.before} -> {c.after}" for c in calls),
+                         findings)
+    return CheckItem("reshapes", PASS, "no view or reshape moves an axis (a permute meant)")
 
 
 def _key_text(key):
@@ -621,6 +639,7 @@ def _one_batch(finding, rows):
 ITEMS = (
     Item("parameters", _parameters),
     Item("forward", _forward),
+    Item("reshapes", _reshapes, needs=("output",)),
     Item("label dtype", _label_dtype, needs=("logits",)),
     Item("shapes", _shapes, needs=("logits",)),
     Item("loss at init", _loss_at_init, needs=("output",)),

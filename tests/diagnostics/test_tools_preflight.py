@@ -18,7 +18,7 @@ from scenarios.cli import main
 from .tools_helpers import (FRAMEWORKS, NN, OPTIM, assert_same, capture, classification_data,
                             cross_entropy, mlp, tensor)
 
-ITEMS = ["parameters", "forward", "label dtype", "shapes", "loss at init", "overfit one batch",
+ITEMS = ["parameters", "forward", "reshapes", "label dtype", "shapes", "loss at init", "overfit one batch",
          "training steps", "activations", "gradient flow", "stale gradients",
          "parameters update", "gradient check", "batch independence", "label range",
          "label order"]

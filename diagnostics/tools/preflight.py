@@ -2,15 +2,15 @@
 
 Each item is PASS, FAIL or SKIP, with findings: the parameters, the forward pass, label dtype
 and range (LABEL_DTYPE, checked before the framework raises), output/target shapes that would
-broadcast silently (SHAPE_BROADCAST), view/reshape calls that move axes where a permute was
-meant (VIEW_SCRAMBLES_AXES), the loss at init against that of an uninformative output
+broadcast silently (SHAPE_BROADCAST), the loss at init against that of an uninformative output
 (-log(1/C) for C classes; BAD_INIT_LOSS), overfitting one batch (OVERFIT_FAILED), a few
 training steps with the loss going down, and, watched by a ``Monitor`` over those steps,
 activation statistics, gradient flow, STALE_GRADIENTS (with the user's ``train_step``) and
 PARAMS_NOT_UPDATING; a gradient check on a small slice of the batch; last, what one batch
 can show about the model and the labels: example i's output depends only on example i's
 input (BATCH_MIXING; with ``causal=True``, position t only on positions <= t,
-CAUSALITY_LEAK), output units the labels never use (LABEL_RANGE) and labels sorted by class
+CAUSALITY_LEAK), no view or reshape moves axes where a permute was meant (torch, one forward;
+VIEW_SCRAMBLES_AXES), output units the labels never use (LABEL_RANGE) and labels sorted by class
 (LABELS_SORTED).
 """
 import contextlib
@@ -639,7 +639,6 @@ def _one_batch(finding, rows):
 ITEMS = (
     Item("parameters", _parameters),
     Item("forward", _forward),
-    Item("reshapes", _reshapes, needs=("output",)),
     Item("label dtype", _label_dtype, needs=("logits",)),
     Item("shapes", _shapes, needs=("logits",)),
     Item("loss at init", _loss_at_init, needs=("output",)),
@@ -657,6 +656,7 @@ ITEMS = (
          needs=("watched",)),
     Item("gradient check", _gradient_check, needs=("loss",)),
     Item("batch independence", _batch_independence, needs=("output",)),
+    Item("reshapes", _reshapes, needs=("output",)),
     Item("label range", _label_range, needs=("logits",)),
     Item("label order", _label_order, needs=("logits",)),
 )

@@ -260,7 +260,7 @@ def test_command_runs_a_factory_and_exits_by_the_verdict(tmp_path, capsys):
     path = tmp_path / "my_model.py"
     path.write_text(textwrap.dedent(FACTORY))
     assert main(["preflight", str(path)]) == 0
-    assert "passed, 2 skipped (stale gradients: give train_step to check your loop; batch " \
+    assert "passed, 3 skipped (stale gradients: give train_step to check your loop; batch " \
            "independence: needs a torch model" in capsys.readouterr().out
     assert main(["preflight", f"{path}:broken", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)

@@ -61,6 +61,11 @@ def test_a_sigmoid_module_before_bce_with_logits_is_named(lib):
     evidence = found[0].evidence
     assert evidence["graph_chain"] == chain and evidence["module"] == "3"
     assert evidence["floor_positive"] == pytest.approx(np.log1p(np.exp(-1)))
+    assert bce_with_logits_floor(0) == pytest.approx(np.log(2))
+    # the floor is what BCE with logits gives at the best logit a probability can be
+    best = torch.nn.functional.binary_cross_entropy_with_logits(
+        torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0]), reduction="none")
+    assert best.tolist() == pytest.approx([bce_with_logits_floor(1), bce_with_logits_floor(0)])
     assert " <- ".join(chain) in found[0].message and "applied twice" in found[0].message
     assert "remove the sigmoid" in found[0].suggestion
 

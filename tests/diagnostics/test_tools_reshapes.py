@@ -1,6 +1,7 @@
 """VIEW_SCRAMBLES_AXES: the shape rule (merges and splits never flagged, a permutation of
 distinct sizes always), the watcher over one torch forward, and preflight's reshapes item on
 the corpus bug, its fixed twin and legitimate reshapes (flatten, heads, unsqueeze)."""
+import itertools
 import math
 
 import pytest
@@ -21,8 +22,8 @@ shapes = st.lists(sizes, min_size=1, max_size=6)
 
 def _merge(shape, cuts):
     """``shape`` with adjacent axes merged at the given cut points."""
-    bounds = [0] + sorted(set(c for c in cuts if 0 < c < len(shape))) + [len(shape)]
-    return tuple(math.prod(shape[a:b]) for a, b in zip(bounds, bounds[1:]))
+    bounds = [0, *sorted({c for c in cuts if 0 < c < len(shape)}), len(shape)]
+    return tuple(math.prod(shape[a:b]) for a, b in itertools.pairwise(bounds))
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,6 +1,7 @@
 """``Kernels``: what the Monitor computes on a framework's tensors, in one interface."""
 import re
 from abc import ABC, abstractmethod
+from types import MappingProxyType
 
 
 class Kernels(ABC):
@@ -100,8 +101,9 @@ class Kernels(ABC):
 
     GRAPH_NODES_WALKED = 20000   # squashed_twice looks no further than this many nodes
     # a loss op that squashes its input itself -> the squashing that, before it, doubles it
-    SQUASHING_LOSSES = {"BinaryCrossEntropyWithLogits": "Sigmoid", "BCEWithLogits": "Sigmoid",
-                        "LogSoftmax": "Softmax", "CrossEntropy": "Softmax"}
+    SQUASHING_LOSSES = MappingProxyType({
+        "BinaryCrossEntropyWithLogits": "Sigmoid", "BCEWithLogits": "Sigmoid",
+        "LogSoftmax": "Softmax", "CrossEntropy": "Softmax"})
     # ops that move or cast entries without changing their values (torch's and minigrad's)
     VALUE_PRESERVING = frozenset((
         "View", "UnsafeView", "ReshapeAlias", "Reshape", "Squeeze", "Unsqueeze", "Permute",

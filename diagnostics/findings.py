@@ -51,6 +51,7 @@ CODES = {
     "ACCUMULATION_DISCARDED": "gradients of earlier micro-batches are zeroed before the step",
     "CLIP_BEFORE_UNSCALE": "gradients clipped while a GradScaler still scales them",
     "EPS_UNDERFLOWS": "an optimizer eps that the parameters' dtype rounds to 0",
+    "VIEW_SCRAMBLES_AXES": "a view or reshape moves axes where a permute was meant",
 }
 
 

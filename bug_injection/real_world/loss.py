@@ -73,9 +73,11 @@ ENTRIES = (
           root_cause="my model ends in a sigmoid and I train it with BCEWithLogitsLoss, so the "
                      "sigmoid is applied twice and the loss does not converge",
           buggy=lambda: _double_sigmoid(True), fixed=lambda: _double_sigmoid(False),
-          tool="monitor", codes=(),
-          expected="none yet: a check that the loss input is already probabilities (Monitor)",
-          status="missed: no warning or error over 40 Adam steps"),
+          tool="monitor", codes=("PROBABILITIES_AS_LOGITS",),
+          expected="PROBABILITIES_AS_LOGITS at the Sigmoid module (Monitor): the loss's "
+                   "autograd graph feeds SigmoidBackward0 to "
+                   "BinaryCrossEntropyWithLogitsBackward0",
+          location="3", status="diagnosed"),
     Entry(name="softmax_into_nll_loss",
           source="AnubhavGupta3377/Text-Classification-Models-Pytorch#9; clvrai/ACGAN-PyTorch#4",
           category="loss",

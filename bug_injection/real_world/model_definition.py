@@ -189,9 +189,11 @@ def _flattened_features(permuted):
             return self.head((weights * pixels).sum(1))
 
     torch.manual_seed(0)
-    images = torch.from_numpy(np.random.default_rng(9).standard_normal((6, 3, 4, 4))
+    images = torch.from_numpy(np.random.default_rng(9).standard_normal((8, 3, 4, 4))
                               .astype(np.float32))
-    return Case(model=Captioner(), inputs=images)
+    labels = torch.arange(8) % 4
+    return Case(model=Captioner(), loss_fn=nn.CrossEntropyLoss(), inputs=images,
+                targets=labels)
 
 
 def _detached_adjacency(detached):
@@ -291,10 +293,10 @@ ENTRIES = (
           root_cause="I reshaped conv features (batch, channels, h, w) with view(batch, pixels, "
                      "channels) without permuting, so features act as pixels",
           buggy=lambda: _flattened_features(False), fixed=lambda: _flattened_features(True),
-          tool="batch_independence", codes=(),
-          expected="none yet: the scramble stays inside each example, so batch independence "
-                   "holds",
-          status="missed: a within-example axis scramble; no check looks at it"),
+          tool="preflight", codes=("VIEW_SCRAMBLES_AXES",),
+          expected="VIEW_SCRAMBLES_AXES in the Captioner (preflight): view turns (8, 6, 4, 4) "
+                   "into (8, 16, 6), the input's axes [0] [1] [2,3] in the order [0] [2,3] [1]",
+          status="diagnosed"),
     Entry(name="adjacency_detached",
           source="queenie88/A-GCN#4",
           category="model definition",

@@ -10,7 +10,8 @@ activation statistics, gradient flow, STALE_GRADIENTS (with the user's ``train_s
 PARAMS_NOT_UPDATING; a gradient check on a small slice of the batch; last, what one batch
 can show about the model and the labels: example i's output depends only on example i's
 input (BATCH_MIXING; with ``causal=True``, position t only on positions <= t,
-CAUSALITY_LEAK), output units the labels never use (LABEL_RANGE) and labels sorted by class
+CAUSALITY_LEAK), no view or reshape moves axes where a permute was meant (torch, one forward;
+VIEW_SCRAMBLES_AXES), output units the labels never use (LABEL_RANGE) and labels sorted by class
 (LABELS_SORTED).
 """
 import contextlib
@@ -37,6 +38,7 @@ from . import overfit
 from .batch_independence import check_batch_independence
 from .label_checks import check_batch_label_order, check_label_range
 from .overfit import DEFAULT_LR
+from .reshapes import reshape_findings, watch_reshapes
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 TRAIN_STEPS = 8           # steps watched by the Monitor
@@ -285,6 +287,22 @@ def _forward(run):
         return CheckItem("forward", FAIL, summary + f": the logits' first dimension should be "
                                                     f"the batch size {batch_size}")
     return CheckItem("forward", PASS, summary)
+
+
+def _reshapes(run):
+    """One more forward, watching every view/reshape call: one that moves axes (a permute
+    was meant) is VIEW_SCRAMBLES_AXES."""
+    backend, batch = run.backend, run.batch
+    if backend.name != "torch":
+        return CheckItem("reshapes", SKIP, "needs a torch model (torch function modes)")
+    with backend.no_grad(), watch_reshapes(backend.model) as calls:
+        batch.forward(backend.model)
+    findings = reshape_findings(calls)
+    if findings:
+        return CheckItem("reshapes", _status(findings),
+                         "; ".join(f"{c.call} {c.before} -> {c.after}" for c in calls),
+                         findings)
+    return CheckItem("reshapes", PASS, "no view or reshape moves an axis (a permute meant)")
 
 
 def _key_text(key):
@@ -644,6 +662,7 @@ ITEMS = (
          needs=("watched",)),
     Item("gradient check", _gradient_check, needs=("loss",)),
     Item("batch independence", _batch_independence, needs=("output",)),
+    Item("reshapes", _reshapes, needs=("output",)),
     Item("label range", _label_range, needs=("logits",)),
     Item("label order", _label_order, needs=("logits",)),
 )

@@ -74,7 +74,9 @@ def test_the_findings_doc_cites_the_corpus_as_it_stands():
                                   "labels_start_at_one_extra_unit", "unshuffled_sorted_classes",
                                   "train_mode_not_restored_after_validation",
                                   "softmax_before_cross_entropy", "clip_before_unscale",
-                                  "adam_eps_underflows_in_half"])
+                                  "adam_eps_underflows_in_half",
+                                  "sigmoid_before_bce_with_logits",
+                                  "view_instead_of_permute_features"])
 def test_the_findings_doc_examples_are_real_output(name):
     from pathlib import Path
 

@@ -38,7 +38,10 @@ def _model(fw, *, softmax):
     return Classifier()
 
 
-def _found(fw, model, loss_fn, *, optimizer="adam", steps=30, every=1, targets=None):
+def _found(fw, model, loss_fn, *, optimizer="adam", steps=30, every=1, targets=None,
+           as_number=False):
+    """The PROBABILITIES_AS_LOGITS findings; ``as_number``: ``step`` gets the loss as a float
+    (no graph to read: the values alone tell)."""
     x, y = teacher_data(3)
     opt = (fw.optim.Adam(model.parameters(), lr=3e-3) if optimizer == "adam"
            else fw.optim.SGD(model.parameters(), lr=0.1))
@@ -49,15 +52,33 @@ def _found(fw, model, loss_fn, *, optimizer="adam", steps=30, every=1, targets=N
             loss = loss_fn(model(fw.inputs(xb)), target)
             loss.backward()
             opt.step()
-            monitor.step(loss)
+            monitor.step(loss.item() if as_number else loss)
         findings = monitor.report().findings
     return [f for f in findings if f.code == "PROBABILITIES_AS_LOGITS"]
 
 
 @pytest.mark.parametrize("fw", FRAMEWORKS, ids=lambda fw: fw.name)
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
-def test_softmax_before_cross_entropy_is_named_with_the_floor(fw, optimizer):
+def test_softmax_before_cross_entropy_is_read_from_the_graph(fw, optimizer):
     found = _found(fw, _model(fw, softmax=True), fw.F.cross_entropy, optimizer=optimizer)
+    assert [f.severity for f in found] == ["error"]
+    evidence = found[0].evidence
+    chain = {"torch": ["NllLossBackward0", "LogSoftmaxBackward0", "SoftmaxBackward0"],
+             "minigrad": ["CrossEntropyBackward", "SoftmaxBackward"]}[fw.name]
+    floor = math.log(math.e + CLASSES - 1) - 1
+    assert evidence["graph_chain"] == chain and evidence["classes"] == CLASSES
+    assert evidence["floor"] == pytest.approx(floor) and evidence["samples"] >= 1
+    assert " <- ".join(chain) in found[0].message and f"{floor:.4g}" in found[0].message
+    assert "softmax is applied twice" in found[0].message
+    assert "remove the softmax" in found[0].suggestion
+
+
+@pytest.mark.parametrize("fw", FRAMEWORKS, ids=lambda fw: fw.name)
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_softmax_before_cross_entropy_is_named_with_the_floor(fw, optimizer):
+    """Without the loss tensor, from the output's values and the loss's gradient on them."""
+    found = _found(fw, _model(fw, softmax=True), fw.F.cross_entropy, optimizer=optimizer,
+                   as_number=True)
     assert [f.severity for f in found] == ["error"]
     evidence = found[0].evidence
     floor = math.log(math.e + CLASSES - 1) - 1

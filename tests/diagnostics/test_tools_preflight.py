@@ -20,8 +20,8 @@ from .tools_helpers import (FRAMEWORKS, NN, OPTIM, assert_same, capture, classif
 
 ITEMS = ["parameters", "forward", "label dtype", "shapes", "loss at init", "overfit one batch",
          "training steps", "activations", "gradient flow", "stale gradients",
-         "parameters update", "gradient check", "batch independence", "label range",
-         "label order"]
+         "parameters update", "gradient check", "batch independence", "reshapes",
+         "label range", "label order"]
 
 
 def _statuses(report):
@@ -47,7 +47,7 @@ def test_healthy_model_passes_every_item(framework):
     assert "expected about -log(1/3) = 1.099" in report.item("loss at init").summary
     skipped = [name for name, status in _statuses(report).items() if status == "SKIP"]
     assert skipped == ["stale gradients"] or (framework == "minigrad" and skipped == [
-        "stale gradients", "batch independence"])   # batch independence needs torch
+        "stale gradients", "batch independence", "reshapes"])   # these two need torch
     assert str(report).startswith(f"preflight: {len(ITEMS) - len(skipped)} passed, "
                                   f"{len(skipped)} skipped (stale gradients: give train_step "
                                   f"to check your loop")
@@ -260,7 +260,7 @@ def test_command_runs_a_factory_and_exits_by_the_verdict(tmp_path, capsys):
     path = tmp_path / "my_model.py"
     path.write_text(textwrap.dedent(FACTORY))
     assert main(["preflight", str(path)]) == 0
-    assert "passed, 2 skipped (stale gradients: give train_step to check your loop; batch " \
+    assert "passed, 3 skipped (stale gradients: give train_step to check your loop; batch " \
            "independence: needs a torch model" in capsys.readouterr().out
     assert main(["preflight", f"{path}:broken", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)

@@ -7,7 +7,14 @@ C = 10), far above 0, and its gradient is squashed by the softmax applied twice,
 is slow and stalls. Given to ``nn.NLLLoss``, which expects log-probabilities, the loss is
 ``-p[y]``: negative, and linear in the probabilities. The probe measured the output's rows
 and the loss's gradient on them.
+
+The same mistake with a sigmoid (``nn.Sigmoid`` at the end, then ``nn.BCEWithLogitsLoss``)
+has no number that tells it safely: sigmoid outputs in (0, 1) are also plausible logits. It is
+read from the loss's autograd graph instead (``SigmoidBackward0`` feeding
+``BinaryCrossEntropyWithLogitsBackward0`` through reshapes only), which is unambiguous, and so
+is a softmax feeding cross-entropy's ``LogSoftmaxBackward0``.
 """
+import dataclasses
 import math
 
 import numpy as np
@@ -25,7 +32,80 @@ def cross_entropy_floor(classes):
     return math.log(math.e + classes - 1) - 1
 
 
+def bce_with_logits_floor(target):
+    """The lowest BCE-with-logits possible for one element whose logit is a probability in
+    (0, 1): ``ln(1 + e^-1)`` for target 1 (logit 1), ``ln 2`` for target 0 (logit 0)."""
+    return math.log1p(math.exp(-1.0)) if target else math.log(2.0)
+
+
 def probabilities_as_logits(view):
+    """From the loss's graph when the Monitor saw it, from the values otherwise; both: the
+    values' numbers with the graph's chain."""
+    twice = view.signals.get("squashed_twice") or []
+    found = _softmax_values(view)
+    softmax = [r for r in twice if r.kind == "softmax"]
+    sigmoid = [r for r in twice if r.kind == "sigmoid"]
+    if found and softmax:
+        finding, chain = found[0], softmax[-1].chain
+        found = [dataclasses.replace(
+            finding, location=finding.location or softmax[-1].module,
+            message=finding.message + f"; the loss's autograd graph shows it: "
+                                      f"{' <- '.join(chain)}",
+            evidence={**finding.evidence, "graph_chain": list(chain)})]
+    elif softmax:
+        found = [_squashed_twice(view, softmax)]
+    if sigmoid:
+        found.append(_squashed_twice(view, sigmoid))
+    return found
+
+
+def _squashed_twice(view, records):
+    """The finding from the graph alone (``records`` of one kind); its numbers are the floor
+    the loss cannot go below."""
+    record = records[-1]
+    chain = " <- ".join(record.chain)
+    where = f"module '{record.module}'" if record.module else "a functional call"
+    evidence = {"graph_chain": list(record.chain), "module": record.module,
+                "samples": len({r.step for r in records})}
+    losses = view.losses[np.isfinite(view.losses)] if view.losses.size else np.array([])
+    now = f", and it is {float(losses[-1]):.4g} now;" if losses.size else ","
+    if losses.size:
+        evidence["loss"] = float(losses[-1])
+    if record.kind == "sigmoid":
+        low, high = bce_with_logits_floor(1), bce_with_logits_floor(0)
+        evidence.update(floor_positive=low, floor_negative=high)
+        return Finding(
+            "PROBABILITIES_AS_LOGITS", "error", record.module,
+            f"the loss's autograd graph feeds the output of a sigmoid ({where}) to binary "
+            f"cross-entropy with logits: {chain}. BCEWithLogitsLoss applies the sigmoid "
+            f"itself, so it is applied twice: its logits are stuck in (0, 1), the loss per "
+            f"element cannot go below ln(1 + 1/e) = {low:.4g} for a positive target and "
+            f"ln 2 = {high:.4g} for a negative one{now} the gradients are squashed",
+            "remove the sigmoid from the model and give BCEWithLogitsLoss the raw outputs "
+            "(apply torch.sigmoid only to read probabilities at prediction time), or keep the "
+            "sigmoid and use nn.BCELoss",
+            evidence)
+    simplex = [r for r in view.signals.get("probabilities") or [] if _simplex(r)]
+    floor = "ln(e + C - 1) - 1 for C classes"
+    if simplex:
+        classes = simplex[-1].classes
+        evidence.update(classes=classes, axis=simplex[-1].axis,
+                        floor=cross_entropy_floor(classes))
+        floor = (f"ln(e + C - 1) - 1 = {cross_entropy_floor(classes):.4g} for C = {classes} "
+                 f"(chance is ln C = {math.log(classes):.4g})")
+    return Finding(
+        "PROBABILITIES_AS_LOGITS", "error", record.module or _softmax_layer(view),
+        f"the loss's autograd graph feeds the output of a softmax ({where}) to the "
+        f"log-softmax of cross-entropy: {chain}. nn.CrossEntropyLoss applies log-softmax "
+        f"itself, so the softmax is applied twice: the loss cannot go below {floor}{now} "
+        f"the gradients are squashed",
+        "remove the softmax from the model and give nn.CrossEntropyLoss the logits (apply "
+        "softmax only to read probabilities at prediction time)",
+        evidence)
+
+
+def _softmax_values(view):
+    """The finding from the output's values and the loss's gradient on them."""
     records = view.signals.get("probabilities") or []
     fitting = [r for r in records if _simplex(r) and _fits(r)]
     contrary = [r for r in records if _simplex(r) and r.misfit is not None and not _fits(r)]

@@ -1,5 +1,7 @@
 """``Kernels``: what the Monitor computes on a framework's tensors, in one interface."""
+import re
 from abc import ABC, abstractmethod
+from types import MappingProxyType
 
 
 class Kernels(ABC):
@@ -96,6 +98,69 @@ class Kernels(ABC):
                 return saved
             stack.extend(self.backend.node_inputs(node))
         return None
+
+    GRAPH_NODES_WALKED = 20000   # squashed_twice looks no further than this many nodes
+    # a loss op that squashes its input itself -> the squashing that, before it, doubles it
+    SQUASHING_LOSSES = MappingProxyType({
+        "BinaryCrossEntropyWithLogits": "Sigmoid", "BCEWithLogits": "Sigmoid",
+        "LogSoftmax": "Softmax", "CrossEntropy": "Softmax"})
+    # ops that move or cast entries without changing their values (torch's and minigrad's)
+    VALUE_PRESERVING = frozenset((
+        "View", "UnsafeView", "ReshapeAlias", "Reshape", "Squeeze", "Unsqueeze", "Permute",
+        "Transpose", "T", "Select", "Slice", "Index", "GetItem", "Expand", "Clone", "ToCopy",
+        "Cast", "Alias"))
+
+    def squashed_twice(self, loss):
+        """Where the graph of ``loss`` feeds a sigmoid's output to a loss that applies its own
+        sigmoid (BCE with logits), or a softmax's output to a log-softmax (cross-entropy's),
+        through value-preserving ops only: ``[(node labels from the loss op, or the op that
+        consumes the log-softmax, down to the sigmoid or softmax; "Sigmoid" or "Softmax";
+        that node)]``.
+        An iterative walk over at most ``GRAPH_NODES_WALKED`` nodes; [] without a graph."""
+        root = getattr(loss, "grad_fn", None)
+        stack, seen, parent, found = [root], set(), {}, []
+        while stack and len(seen) < self.GRAPH_NODES_WALKED:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            inputs = self.backend.node_inputs(node)
+            op = self._node_op(node)
+            squash = self.SQUASHING_LOSSES.get(op)
+            if squash is not None and inputs:
+                chain = self._chain_to(inputs[0], squash)
+                if chain:
+                    above = parent.get(id(node)) if op == "LogSoftmax" else None
+                    head = [] if above is None else [self._node_label(above)]
+                    found.append((tuple(head + [self._node_label(node)]
+                                        + [self._node_label(n) for n in chain]),
+                                  squash, chain[-1]))
+            for child in inputs:
+                if child is not None and id(child) not in seen:
+                    parent.setdefault(id(child), node)
+                    stack.append(child)
+        return found
+
+    def _chain_to(self, node, op):
+        """The nodes from ``node`` down to one whose op is ``op`` through value-preserving ops
+        (each followed along its first input), or None."""
+        chain = []
+        while node is not None and len(chain) < 16:
+            chain.append(node)
+            name = self._node_op(node)
+            if name == op:
+                return chain
+            inputs = self.backend.node_inputs(node) if name in self.VALUE_PRESERVING else ()
+            node = inputs[0] if inputs else None
+        return None
+
+    def _node_label(self, node):
+        """A graph node as its framework prints it (``SigmoidBackward0``)."""
+        return type(node).__name__
+
+    def _node_op(self, node):
+        """The op of a graph node without its suffix: ``Sigmoid`` for ``SigmoidBackward0``."""
+        return re.sub(r"Backward\d*$", "", self._node_label(node))
 
     CLASS_ROWS = 256       # rows of an output that the probability statistics look at
 

@@ -87,6 +87,9 @@ class MinigradKernels(Kernels):
                   for r in results]
         return [float(a) if a.ndim == 0 else a.reshape(-1) for a in arrays]
 
+    def _node_label(self, node):
+        return f"{node.name}Backward"
+
     def _saved_state(self, node):
         if node.released:
             return False

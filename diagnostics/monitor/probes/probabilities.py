@@ -9,6 +9,12 @@ that loss has that gradient (NLL on log-probabilities, squared error or a Brier 
 probabilities do not), so the two together say that probabilities went into
 ``nn.CrossEntropyLoss``; a gradient that picks one entry per row (``-k * one_hot``) says that
 they went into ``nn.NLLLoss``. The tensor hook is removed when the sample completes.
+
+From the structure, when ``step`` gets the loss tensor: the loss's autograd graph, walked on
+sampled steps, where a sigmoid's output reaches BCE with logits, or a softmax's output reaches
+cross-entropy's log-softmax, through reshapes and casts only (``kernels.squashed_twice``). That
+says it with no number to interpret; forward hooks on the ``Sigmoid`` and ``Softmax`` modules
+name the module whose output it was.
 """
 from collections import deque
 from dataclasses import dataclass
@@ -34,6 +40,16 @@ class ProbabilityRecord:
     pick_rows: int = 0                 # rows with a negative gradient entry
 
 
+@dataclass(frozen=True)
+class SquashedTwiceRecord:
+    """One sampled step's loss graph: a sigmoid or softmax fed to a loss that applies its own."""
+
+    step: int
+    kind: str                # "sigmoid" or "softmax"
+    chain: tuple             # graph node labels, from the loss op down to the sigmoid/softmax
+    module: str | None       # the module whose output it was, None for a functional call
+
+
 class ProbabilitiesProbe(Probe):
 
     def __init__(self, ctx):
@@ -41,13 +57,39 @@ class ProbabilitiesProbe(Probe):
         self._pending = None        # this sample's measurement, until it completes
         self._handles = []          # the hook on this sample's output tensor
         self._records = deque(maxlen=ctx.window)
+        self._squashers = []        # (module name, its output's graph node) of this sample
+        self._twice = deque(maxlen=ctx.window)
 
     def attach(self):
         backend = self.ctx.backend
-        return [backend.add_forward_hook(backend.model, self._on_output)]
+        handles = [backend.add_forward_hook(backend.model, self._on_output)]
+        for name, module in backend.named_modules():
+            if type(module).__name__ in _SQUASHERS:
+                handles.append(backend.add_forward_hook(module, self._squasher(name)))
+        return handles
 
     def begin(self):
         self._drop()
+        self._squashers = []
+
+    def _squasher(self, name):
+        def hook(module, args, output):
+            node = getattr(output, "grad_fn", None)
+            if self.ctx.sample is not None and node is not None:
+                self._squashers.append((name, node))
+        return hook
+
+    def on_step(self, loss):
+        """On sampled steps, with a loss tensor: the graph's sigmoids and softmaxes fed to a
+        loss that applies its own."""
+        ctx = self.ctx
+        if ctx.sample is None or getattr(loss, "grad_fn", None) is None:
+            return False
+        for chain, op, node in ctx.kernels.squashed_twice(loss):
+            module = next((name for name, seen in self._squashers if seen is node), None)
+            self._twice.append(SquashedTwiceRecord(ctx.step, _SQUASHERS[op], chain, module))
+        self._squashers = []
+        return False
 
     def _on_output(self, module, args, output):
         ctx = self.ctx
@@ -103,16 +145,21 @@ class ProbabilitiesProbe(Probe):
         self._drop()
 
     def view_fields(self):
-        return {"signals": {"probabilities": list(self._records)}}
+        return {"signals": {"probabilities": list(self._records),
+                            "squashed_twice": list(self._twice)}}
 
     def close(self):
         self._drop()
+        self._squashers = []
 
     def _drop(self):
         handles, self._handles = self._handles, []
         for handle in handles:
             handle.remove()
         self._pending = None
+
+
+_SQUASHERS = {"Sigmoid": "sigmoid", "Softmax": "softmax"}   # module types and graph ops
 
 
 def _floating(tensor):

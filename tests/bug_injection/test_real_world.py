@@ -73,7 +73,8 @@ def test_the_findings_doc_cites_the_corpus_as_it_stands():
 @pytest.mark.parametrize("name", ["attention_without_batch_first", "causal_mask_missing",
                                   "labels_start_at_one_extra_unit", "unshuffled_sorted_classes",
                                   "train_mode_not_restored_after_validation",
-                                  "softmax_before_cross_entropy"])
+                                  "softmax_before_cross_entropy",
+                                  "functional_dropout_ignores_eval"])
 def test_the_findings_doc_examples_are_real_output(name):
     from pathlib import Path
 

@@ -24,6 +24,8 @@ probe                     signal
 ``TrainingModeProbe``     training steps taken while dropout and batch norm are in eval mode
 ``ProbabilitiesProbe``    output rows that are probabilities, and the loss's gradient on them
 ``MixedPrecisionProbe``   autocast's dtype, a GradScaler's scale and its skipped steps
+``EvalRandomnessProbe``   a few evaluation passes replayed twice: dropout still on in eval
+                          mode (``F.dropout`` without ``training=``, a flag of its own)
 ``StepGradientsProbe``    opt-in: the gradient norm at every step (NaN/inf, spikes)
 ``RanksProbe``            (only in a torch.distributed job, ``monitor.distributed``)
                           fingerprints of parameters, local and reduced gradients, the input
@@ -49,6 +51,7 @@ tests/diagnostics/test_monitor_probes.py adds a toy signal exactly this way.
 from .accumulation import AccumulationProbe
 from .activations import ActivationsProbe
 from .base import Context, Probe
+from .eval_randomness import EvalRandomnessProbe
 from .gradients import GradientsProbe
 from .graph import GraphProbe
 from .inputs import InputsProbe
@@ -66,9 +69,10 @@ from .updates import UpdatesProbe
 PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsProbe,
           UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, TrainingModeProbe,
           ProbabilitiesProbe, MixedPrecisionProbe, StepGradientsProbe, ScheduleProbe,
-          AccumulationProbe)
+          AccumulationProbe, EvalRandomnessProbe)
 
 __all__ = ["PROBES", "Context", "Probe", "AccumulationProbe", "ActivationsProbe",
            "GradientsProbe", "GraphProbe", "InputsProbe", "LearningRateProbe", "LossProbe",
            "MixedPrecisionProbe", "ModesProbe", "OutputsProbe", "ProbabilitiesProbe",
-           "ScheduleProbe", "StepGradientsProbe", "TrainingModeProbe", "UpdatesProbe"]
+           "ScheduleProbe", "StepGradientsProbe", "TrainingModeProbe", "UpdatesProbe",
+           "EvalRandomnessProbe"]

@@ -110,7 +110,7 @@ def test_dropout_left_on_in_eval_is_named_in_the_models_forward(fw, kind):
 @pytest.mark.parametrize("fw", FRAMEWORKS, ids=lambda fw: fw.name)
 @pytest.mark.parametrize("kind", ["functional_fixed", "own_flag_fixed", "module", "none"])
 def test_deterministic_evaluation_passes_stay_quiet(fw, kind):
-    found, outputs, findings, signal = _train(fw, _net(fw, kind))
+    found, _, findings, signal = _train(fw, _net(fw, kind))
     assert found == [] and signal["checks"] >= 1 and signal["last"] is None
     assert not [f for f in findings if f.severity != "info"]
 

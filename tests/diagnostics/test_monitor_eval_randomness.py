@@ -124,6 +124,20 @@ def test_additive_noise_in_eval_is_not_dropout(fw):
     assert last is not None and last["dropout"] is None
 
 
+@pytest.mark.parametrize("context", ["inference_mode", "autocast_bf16"])
+def test_evaluation_under_inference_mode_or_autocast(context):
+    def evaluate(model, x):
+        if context == "inference_mode":
+            with torch.inference_mode():
+                return model(x).clone()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model(x).float()
+    found, _, _, _ = _train(TORCH, _net(TORCH, "functional"), evaluate=evaluate)
+    assert [f.evidence["tensor"] for f in found] == ["F.dropout"]
+    for kind in ("functional_fixed", "noise"):
+        assert _train(TORCH, _net(TORCH, kind), evaluate=evaluate)[0] == []
+
+
 def test_a_dropout_module_of_its_own_is_named_at_the_module():
     nn = torch.nn
 

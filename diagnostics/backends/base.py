@@ -270,16 +270,16 @@ class Backend(ABC):
 
 @contextlib.contextmanager
 def _hooks_set_aside(model, attrs):
-    """Empty every hook dict while the block runs (so a deep copy copies no hooks), then put
-    them back."""
+    """Empty every hook dict while the block runs (so a deep copy copies no hooks, a replay
+    runs none), then put them back, also those emptied before one that could not be."""
     saved = []
-    for module in model.modules():
-        for attr in attrs:
-            hooks = module.__dict__.get(attr)
-            if hooks is not None:
-                saved.append((module, attr, hooks))
-                object.__setattr__(module, attr, type(hooks)())
     try:
+        for module in model.modules():
+            for attr in attrs:
+                hooks = module.__dict__.get(attr)
+                if hooks is not None:
+                    object.__setattr__(module, attr, type(hooks)())
+                    saved.append((module, attr, hooks))
         yield
     finally:
         for module, attr, hooks in saved:

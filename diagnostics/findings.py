@@ -37,6 +37,7 @@ CODES = {
     "LABELS_SORTED": "training batches hold labels sorted by class (data not shuffled)",
     "UNSEEN_LAYERS": "layers the Monitor cannot take statistics of (info)",
     "TRAINING_IN_EVAL_MODE": "training steps taken with dropout and batch norm in eval mode",
+    "DROPOUT_IGNORES_EVAL": "dropout still drops in eval mode (F.dropout without training=)",
     "PROBABILITIES_AS_LOGITS": "probabilities fed to a loss that expects logits or "
                                "log-probabilities",
     "AMP_OVERFLOW": "fp16 gradients overflow: the GradScaler keeps skipping steps",

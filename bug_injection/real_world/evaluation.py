@@ -89,9 +89,10 @@ ENTRIES = (
           root_cause="I call F.dropout(x, p) in forward without training=self.training, so "
                      "dropout stays on after model.eval()",
           buggy=lambda: _functional_dropout(True), fixed=lambda: _functional_dropout(False),
-          tool="monitor", codes=("TRAIN_MODE_AT_EVAL",),
-          expected="TRAIN_MODE_AT_EVAL or a determinism check of eval passes (Monitor)",
-          status="missed: the mode check sees modules, and F.dropout has none"),
+          tool="monitor", codes=("DROPOUT_IGNORES_EVAL",),
+          expected="DROPOUT_IGNORES_EVAL (Monitor: a validation pass replayed twice, "
+                   "F.dropout's output zeroes different entries)",
+          status="diagnosed"),
     Entry(name="own_training_flag_never_flipped",
           source="d2l-ai/d2l-en#1093",
           category="evaluation passes",
@@ -99,7 +100,8 @@ ENTRIES = (
                      "which model.eval() does not change, so test accuracy is measured with "
                      "dropout",
           buggy=lambda: _own_flag(True), fixed=lambda: _own_flag(False),
-          tool="monitor", codes=("TRAIN_MODE_AT_EVAL",),
-          expected="TRAIN_MODE_AT_EVAL or a determinism check of eval passes (Monitor)",
-          status="missed: the mode check sees modules' own training flags only"),
+          tool="monitor", codes=("DROPOUT_IGNORES_EVAL",),
+          expected="DROPOUT_IGNORES_EVAL (Monitor: a validation pass replayed twice, the "
+                   "masked product zeroes different entries)",
+          status="diagnosed"),
 )

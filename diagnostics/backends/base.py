@@ -141,6 +141,12 @@ class Backend(ABC):
                        for attr in self.HOOK_DICTS}
                 for name, module in self.named_modules()}
 
+    def hooks_set_aside(self):
+        """A context manager: every hook dict of the model emptied while the block runs (a
+        replay runs without the user's hooks or the Monitor's, and hooks added inside go with
+        the block), then put back as it was, also on error."""
+        return _hooks_set_aside(self.model, self.HOOK_DICTS + self.HOOK_SIDE_DICTS)
+
     HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks")
     HOOK_SIDE_DICTS = ()  # dicts that hold extra data for a hook under the same key
 
@@ -210,6 +216,18 @@ class Backend(ABC):
             if optimizer is not None:
                 self.optimizer_restore(optimizer, optimizer_state)
 
+    @contextlib.contextmanager
+    def buffers_kept(self, module):
+        """Run the block, then put ``module``'s buffers back as they were, also on error (a
+        replayed forward may update running statistics)."""
+        kept = [(buffer, self._copy_tensor(buffer)) for _, buffer in module.named_buffers()
+                if buffer is not None]
+        try:
+            yield
+        finally:
+            for buffer, saved in kept:
+                self._assign_tensor(buffer, saved)
+
     @abstractmethod
     def new_optimizer(self, name, **options):
         """A fresh ``<framework>.optim.<name>`` (``"SGD"``, ``"Adam"``) over the model's
@@ -252,16 +270,16 @@ class Backend(ABC):
 
 @contextlib.contextmanager
 def _hooks_set_aside(model, attrs):
-    """Empty every hook dict while the block runs (so a deep copy copies no hooks), then put
-    them back."""
+    """Empty every hook dict while the block runs (so a deep copy copies no hooks, a replay
+    runs none), then put them back, also those emptied before one that could not be."""
     saved = []
-    for module in model.modules():
-        for attr in attrs:
-            hooks = module.__dict__.get(attr)
-            if hooks is not None:
-                saved.append((module, attr, hooks))
-                object.__setattr__(module, attr, type(hooks)())
     try:
+        for module in model.modules():
+            for attr in attrs:
+                hooks = module.__dict__.get(attr)
+                if hooks is not None:
+                    object.__setattr__(module, attr, type(hooks)())
+                    saved.append((module, attr, hooks))
         yield
     finally:
         for module, attr, hooks in saved:

@@ -12,6 +12,8 @@ The cost: one forward pass without gradients per sampled iteration, none in betw
 recompile. Gradients and updates need no replay (parameter hooks run outside the graph).
 The replay gets copies of the input tensors; what it cannot undo is a forward that changes
 Python state of its own (a call counter), and the user's own hooks see the extra call.
+``replaying`` and ``input_copies`` also serve the replays of evaluation passes
+(``probes/eval_randomness.py``).
 """
 import contextlib
 
@@ -27,17 +29,30 @@ def replay(backend, module, args, kwargs):
     """``module(*args, **kwargs)`` without gradients; the random generators and ``module``'s
     buffers (BatchNorm's running statistics and counts) are as before afterwards, also when it
     raises."""
-    with _buffers_kept(backend, module):
+    with replaying(backend, module):
+        module(*input_copies(backend, args), **keyword_copies(backend, kwargs))
+
+
+@contextlib.contextmanager
+def replaying(backend, module):
+    """A block of replays of ``module``'s forward: without gradients, and afterwards the random
+    generators and ``module``'s buffers are as before, also when it raises. Replays inside one
+    block draw one random stream: the second does not repeat the first's dropout masks."""
+    with backend.buffers_kept(module):
         state = backend.rng_state()
         try:
             with backend.no_grad():
-                module(*_copies(backend, args), **dict(zip(kwargs, _copies(backend,
-                                                                           kwargs.values()))))
+                yield
         finally:
             backend.set_rng_state(state)
 
 
-def _copies(backend, values):
+def keyword_copies(backend, kwargs):
+    """``kwargs`` with its tensors copied as ``input_copies`` does."""
+    return dict(zip(kwargs, input_copies(backend, kwargs.values())))
+
+
+def input_copies(backend, values):
     """``values`` with each tensor, also one inside a top-level tuple, list or dict, copied:
     a forward that changes its input in place (``x.relu_()``) must not change the real call's."""
     def copy(value):
@@ -50,15 +65,3 @@ def _copies(backend, values):
             return type(value)(v.detach().clone() if backend.is_tensor(v) else v for v in value)
         return value
     return [copy(value) for value in values]
-
-
-@contextlib.contextmanager
-def _buffers_kept(backend, module):
-    kept = [(buffer, buffer.detach().clone()) for _, buffer in module.named_buffers()
-            if buffer is not None]
-    try:
-        yield
-    finally:
-        with backend.no_grad():
-            for buffer, saved in kept:
-                buffer.copy_(saved)

@@ -75,7 +75,11 @@ class Monitor:
     ``rank_timeout`` seconds, and every rank's findings are the merged ones (``monitor.
     distributed``); ``sinks_on="rank0"`` (the default) or ``"all"`` says which ranks write.
     The Monitor never changes the model, the optimizer or any random generator; ``close()``
-    (or leaving the ``with`` block, also on an exception) removes every hook.
+    (or leaving the ``with`` block, also on an exception) removes every hook. On a few
+    evaluation passes (the model in eval mode, called without gradients: the 1st, 10th, 100th
+    and 1000th) it runs the forward twice more on copies of the inputs, with every hook set
+    aside and the random generators and buffers put back, to see whether dropout still drops
+    (DROPOUT_IGNORES_EVAL); this check adds nothing to training steps.
     """
 
     def __init__(self, model, optimizer=None, *, every=DEFAULT_EVERY, window=DEFAULT_WINDOW,

@@ -76,7 +76,8 @@ def test_the_findings_doc_cites_the_corpus_as_it_stands():
                                   "softmax_before_cross_entropy", "clip_before_unscale",
                                   "adam_eps_underflows_in_half",
                                   "sigmoid_before_bce_with_logits",
-                                  "view_instead_of_permute_features"])
+                                  "view_instead_of_permute_features",
+                                  "functional_dropout_ignores_eval"])
 def test_the_findings_doc_examples_are_real_output(name):
     from pathlib import Path
 

@@ -1,5 +1,6 @@
 """``Kernels``: what the Monitor computes on a framework's tensors, in one interface."""
 import re
+import contextlib
 from abc import ABC, abstractmethod
 from types import MappingProxyType
 
@@ -67,13 +68,26 @@ class Kernels(ABC):
         """``(|w - before|, |w|)`` over the entries ``weight_sample`` took, ``w`` being
         ``param`` now; ``before`` (ours) may be overwritten."""
 
-    def _sample_stride(self, numel):
+    @abstractmethod
+    def value_sample(self, tensor, *, limit):
+        """A copy of at most ``limit`` of ``tensor``'s entries, taken as ``weight_sample``
+        takes them (the same entries for every tensor of one shape), half types as float32;
+        None for an empty or non-floating tensor."""
+
+    def op_recorder(self, record):
+        """A context manager under which ``record(op name, output)`` sees the output of every
+        framework operation that runs (``F.dropout``, ``Tensor.mul``), or one that sees none
+        where the framework offers no such hook."""
+        return contextlib.nullcontext()
+
+    def _sample_stride(self, numel, limit=None):
         """(blocks, stride): view the first ``blocks`` runs and keep every ``stride``-th; None
-        when the whole parameter fits in the sample."""
-        if numel <= self.UPDATE_SAMPLE:
+        when the whole tensor fits in the sample (``limit``, by default ``UPDATE_SAMPLE``)."""
+        limit = self.UPDATE_SAMPLE if limit is None else limit
+        if numel <= limit:
             return None
         blocks = numel // self.SAMPLE_BLOCK
-        return blocks, -(-blocks // (self.UPDATE_SAMPLE // self.SAMPLE_BLOCK))
+        return blocks, -(-blocks // max(1, limit // self.SAMPLE_BLOCK))
 
     @abstractmethod
     def gather(self, results):

@@ -74,9 +74,16 @@ class MinigradKernels(Kernels):
         with np.errstate(over="ignore", invalid="ignore"):
             return (np.linalg.norm(before - now), np.linalg.norm(now))
 
-    def _sampled(self, param):
-        flat = param.data.reshape(-1)
-        plan = self._sample_stride(flat.size)
+    def value_sample(self, tensor, *, limit):
+        x = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)
+        if x.size == 0 or not np.issubdtype(x.dtype, np.floating):
+            return None
+        sample = self._sampled(x, limit=limit)
+        return sample.astype(np.float32) if x.dtype == np.float16 else sample.copy()
+
+    def _sampled(self, param, *, limit=None):
+        flat = (param.data if isinstance(param, Tensor) else param).reshape(-1)
+        plan = self._sample_stride(flat.size, limit)
         if plan is None:
             return flat
         blocks, stride = plan

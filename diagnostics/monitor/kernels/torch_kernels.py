@@ -88,9 +88,30 @@ class TorchKernels(Kernels):
         norm = self.torch.linalg.vector_norm
         return (norm(delta), norm(now))
 
-    def _sampled(self, param):
+    def value_sample(self, tensor, *, limit):
+        x = tensor.detach()
+        if x.numel() == 0 or not x.is_floating_point():
+            return None
+        sample = self._sampled(x, limit=limit)
+        return sample.float() if sample.dtype in (self.torch.float16, self.torch.bfloat16) \
+            else sample.clone()
+
+    def op_recorder(self, record):
+        from torch.overrides import TorchFunctionMode
+
+        class Recorder(TorchFunctionMode):
+            """Each torch function and Tensor method called (not inside ``record``: a mode is
+            off while its own ``__torch_function__`` runs)."""
+
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                output = func(*args, **(kwargs or {}))
+                record(_op_name(func), output)
+                return output
+        return Recorder()
+
+    def _sampled(self, param, *, limit=None):
         flat = param.detach().reshape(-1)
-        plan = self._sample_stride(flat.numel())
+        plan = self._sample_stride(flat.numel(), limit)
         if plan is None:
             return flat
         blocks, stride = plan
@@ -177,3 +198,13 @@ class TorchKernels(Kernels):
         if axis != x.dim() - 1:
             x = x[:1].movedim(axis, -1)
         return x.reshape(-1, x.shape[-1])[:self.CLASS_ROWS]
+
+
+def _op_name(func):
+    """``F.dropout``, ``Tensor.mul``, ``torch.rand_like``: how the user's code spells ``func``."""
+    name = getattr(func, "__name__", None) or repr(func)
+    if getattr(func, "__module__", None) in ("torch.nn.functional", "torch._C._nn"):
+        return f"F.{name}"
+    if getattr(func, "__qualname__", "").split(".")[0] in ("Tensor", "TensorBase", "_TensorBase"):
+        return f"Tensor.{name}"
+    return f"torch.{name}"

@@ -24,6 +24,8 @@ probe                     signal
 ``TrainingModeProbe``     training steps taken while dropout and batch norm are in eval mode
 ``ProbabilitiesProbe``    output rows that are probabilities, and the loss's gradient on them
 ``MixedPrecisionProbe``   autocast's dtype, a GradScaler's scale and its skipped steps
+``EvalRandomnessProbe``   a few evaluation passes replayed twice: dropout still on in eval
+                          mode (``F.dropout`` without ``training=``, a flag of its own)
 ``StepGradientsProbe``    opt-in: the gradient norm at every step (NaN/inf, spikes)
 ``ClippingProbe``         with a GradScaler: clipping called before ``scaler.unscale_``
 ``OptimizerEpsProbe``     an optimizer ``eps`` that its parameters' dtype rounds away
@@ -52,6 +54,7 @@ from .accumulation import AccumulationProbe
 from .activations import ActivationsProbe
 from .base import Context, Probe
 from .clipping import ClippingProbe
+from .eval_randomness import EvalRandomnessProbe
 from .gradients import GradientsProbe
 from .graph import GraphProbe
 from .inputs import InputsProbe
@@ -70,10 +73,10 @@ from .updates import UpdatesProbe
 PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsProbe,
           UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, TrainingModeProbe,
           ProbabilitiesProbe, MixedPrecisionProbe, StepGradientsProbe, ScheduleProbe,
-          AccumulationProbe, ClippingProbe, OptimizerEpsProbe)
+          AccumulationProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe)
 
 __all__ = ["PROBES", "Context", "Probe", "AccumulationProbe", "ActivationsProbe",
-           "ClippingProbe", "GradientsProbe", "GraphProbe", "InputsProbe", "LearningRateProbe",
-           "LossProbe", "MixedPrecisionProbe", "ModesProbe", "OptimizerEpsProbe",
-           "OutputsProbe", "ProbabilitiesProbe", "ScheduleProbe", "StepGradientsProbe",
-           "TrainingModeProbe", "UpdatesProbe"]
+           "ClippingProbe", "EvalRandomnessProbe", "GradientsProbe", "GraphProbe", "InputsProbe",
+           "LearningRateProbe", "LossProbe", "MixedPrecisionProbe", "ModesProbe",
+           "OptimizerEpsProbe", "OutputsProbe", "ProbabilitiesProbe", "ScheduleProbe",
+           "StepGradientsProbe", "TrainingModeProbe", "UpdatesProbe"]

@@ -258,6 +258,8 @@ def test_adam_eps_that_is_zero_in_float16_is_named_at_the_first_step():
     assert finding.evidence["eps_in_dtype"] == 0.0
     nan = [f for f in report.findings if f.code == "NAN_LOSS"]
     assert all(f.first_step > finding.first_step for f in nan)   # named before the NaN
+    lead = "first raise the optimizer's eps (1e-08 is 0 in float16"
+    assert nan and all(f.suggestion.startswith(lead) for f in nan)  # the NaN's advice leads there
 
 
 @pytest.mark.parametrize("eps, dtype", [(1e-4, torch.float16), (1e-8, torch.bfloat16),

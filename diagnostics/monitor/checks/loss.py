@@ -16,11 +16,21 @@ def nan_loss(view):
         "NAN_LOSS", "error", "loss",
         f"the loss became {value} at step {first}"
         + (f" (it was {last_finite:.4g} the step before)" if last_finite is not None else ""),
-        f"{lower_learning_rate(view)}; {clip_gradients(view)}; look for log(0) or a division "
-        f"by zero in the loss (use log_softmax/cross_entropy rather than log(softmax), add an "
-        f"eps to divisions)",
+        _eps_first(view) + f"{lower_learning_rate(view)}; {clip_gradients(view)}; look for "
+        f"log(0) or a division by zero in the loss (use log_softmax/cross_entropy rather than "
+        f"log(softmax), add an eps to divisions)",
         {"step": first, "value": value, "last_finite_loss": last_finite,
          "learning_rate": view.learning_rate})]
+
+
+def _eps_first(view):
+    """An optimizer eps the parameters' dtype rounds to 0 divides by zero: the likelier cause,
+    so it leads the advice (EPS_UNDERFLOWS says why)."""
+    lost = view.signals.get("lost_eps", ())
+    if not lost:
+        return ""
+    return (f"first raise the optimizer's eps ({lost[0].eps:g} is "
+            f"{lost[0].value:g} in {lost[0].dtype}, see EPS_UNDERFLOWS); then ")
 
 
 def loss_diverging(view):

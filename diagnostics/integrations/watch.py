@@ -9,7 +9,8 @@ What a script does not hand over is found through torch's global hooks, all remo
   such module does not), so the Monitor watches from the second step on;
 - the loss: ``torch.autograd.backward`` (which ``loss.backward()`` calls) is wrapped to keep
   the last one-element tensor a backward ran from; with a ``GradScaler`` the loss before
-  ``scaler.scale(loss)`` is taken. An optimizer step hands the last loss to ``Monitor.step``
+  ``scaler.scale(loss)`` is taken, and that scaler is handed to the Monitor (``scaler=``).
+  An optimizer step hands the last loss to ``Monitor.step``
   when a backward ran since that optimizer's previous step, so gradient accumulation (several
   backwards per step) gives the last micro-batch's loss, and two optimizers stepping after
   one backward both get it.
@@ -61,6 +62,7 @@ class TrainingWatch:
         self._watched_models = {}  # id(model) -> weakref of a model that has a Monitor
         self._loss, self._losses_seen = None, 0   # the last backward's loss, and a count
         self._scaled = {}          # id(scaled loss) -> (weakref(scaled loss), loss)
+        self._scaler = None        # weakref of the last GradScaler that scaled a loss
         self._undo = []
 
     # ---------------------------------------------------------------- lifecycle
@@ -127,6 +129,7 @@ class TrainingWatch:
     def _wrap_scale(self, original):
         def scale(scaler, outputs):
             scaled = original(scaler, outputs)
+            self._scaler = weakref.ref(scaler)
             if _is_scalar_tensor(outputs) and _is_scalar_tensor(scaled):
                 self._scaled = {id(scaled): (weakref.ref(scaled), outputs)}
             return scaled
@@ -184,7 +187,8 @@ class TrainingWatch:
             label = f"{type(model).__name__} ({name})"
             try:
                 monitor = Monitor(model, optimizer, every=self.every, sinks=self._sinks(),
-                                  on_finding=self._finding_callback(label))
+                                  on_finding=self._finding_callback(label),
+                                  scaler=self._scaler_in_use())
             except Exception as error:
                 self.problems.append(f"{label}: not watched: {type(error).__name__}: {error}")
                 continue
@@ -192,6 +196,12 @@ class TrainingWatch:
             self.watched.append((label, monitor))
             monitors.append(monitor)
         return monitors
+
+    def _scaler_in_use(self):
+        """The GradScaler the loop scaled its losses with (the Monitor then judges gradients
+        unscaled and sees clipping before ``unscale_``), or None."""
+        scaler = self._scaler() if self._scaler is not None else None
+        return scaler if scaler is not None and scaler.is_enabled() else None
 
     def _sinks(self):
         if self.jsonl is None:

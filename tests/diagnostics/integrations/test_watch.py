@@ -65,6 +65,26 @@ def test_a_gradscaler_loss_is_seen_unscaled():
     assert report.findings == []
 
 
+def test_clipping_before_unscale_is_named_through_the_scaler_the_loop_used():
+    torch.manual_seed(0)
+    x, y = _data()
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu")
+    before, clip = _global_hooks(), torch.nn.utils.clip_grad_norm_
+    with TrainingWatch(every=1) as watch:
+        for step in range(8):
+            opt.zero_grad()
+            scaler.scale(torch.nn.functional.cross_entropy(model(x), y)).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)   # before unscale_
+            scaler.step(opt)
+            scaler.update()
+    assert _global_hooks() == before
+    assert torch.nn.utils.clip_grad_norm_ is clip                     # the patch is off
+    [(_, report)] = watch.reports()
+    assert "CLIP_BEFORE_UNSCALE" in [f.code for f in report.findings]
+
+
 def test_two_models_with_their_own_optimizers_get_one_monitor_each():
     torch.manual_seed(0)
     x, _ = _data()

@@ -47,6 +47,8 @@ CODES = {
     "MONITOR_ERROR": "a probe or check of the Monitor raised and was turned off (info)",
     "LR_SCHEDULE_TOO_FAST": "the learning rate decays or cycles in a few dozen steps",
     "ACCUMULATION_DISCARDED": "gradients of earlier micro-batches are zeroed before the step",
+    "UNREGISTERED_PARAMETERS": "tensors with gradients that are not parameters of the model "
+                               "and never change (layers in a plain Python list)",
 }
 
 

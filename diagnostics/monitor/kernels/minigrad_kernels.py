@@ -87,6 +87,10 @@ class MinigradKernels(Kernels):
                   for r in results]
         return [float(a) if a.ndim == 0 else a.reshape(-1) for a in arrays]
 
+    def _node_leaves(self, node):
+        return [x for x in node.inputs
+                if isinstance(x, Tensor) and x.requires_grad and x.grad_fn is None]
+
     def _saved_state(self, node):
         if node.released:
             return False

@@ -20,11 +20,13 @@ probe                     signal
 ``GradientsProbe``        per-parameter gradients, stale ``.grad``, the norm, rows without
                           gradient
 ``ModesProbe``            passes without gradients while modules are in training mode
-``GraphProbe``            loss tensors held with their autograd graph
+``GraphProbe``            loss tensors, or loss graphs, held across steps
 ``TrainingModeProbe``     training steps taken while dropout and batch norm are in eval mode
 ``ProbabilitiesProbe``    output rows that are probabilities, and the loss's gradient on them
 ``MixedPrecisionProbe``   autocast's dtype, a GradScaler's scale and its skipped steps
 ``StepGradientsProbe``    opt-in: the gradient norm at every step (NaN/inf, spikes)
+``UnregisteredProbe``     tensors with gradients outside the model and the optimizer that
+                          never change (layers in a plain Python list)
 ``RanksProbe``            (only in a torch.distributed job, ``monitor.distributed``)
                           fingerprints of parameters, local and reduced gradients, the input
 ========================  ==================================================================
@@ -61,14 +63,16 @@ from .probabilities import ProbabilitiesProbe
 from .schedule import ScheduleProbe
 from .step_gradients import StepGradientsProbe
 from .training_mode import TrainingModeProbe
+from .unregistered import UnregisteredProbe
 from .updates import UpdatesProbe
 
 PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsProbe,
           UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, TrainingModeProbe,
           ProbabilitiesProbe, MixedPrecisionProbe, StepGradientsProbe, ScheduleProbe,
-          AccumulationProbe)
+          AccumulationProbe, UnregisteredProbe)
 
 __all__ = ["PROBES", "Context", "Probe", "AccumulationProbe", "ActivationsProbe",
            "GradientsProbe", "GraphProbe", "InputsProbe", "LearningRateProbe", "LossProbe",
            "MixedPrecisionProbe", "ModesProbe", "OutputsProbe", "ProbabilitiesProbe",
-           "ScheduleProbe", "StepGradientsProbe", "TrainingModeProbe", "UpdatesProbe"]
+           "ScheduleProbe", "StepGradientsProbe", "TrainingModeProbe", "UnregisteredProbe",
+           "UpdatesProbe"]

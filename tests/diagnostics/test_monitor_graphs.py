@@ -49,7 +49,7 @@ def _running_total(fw, *, keep_tensor, steps=12, every=1, hold=None):
 
 @pytest.mark.parametrize("every", [1, 50])
 def test_a_running_total_of_loss_tensors_keeps_every_graph(fw, every):
-    monitor, total = _running_total(fw, keep_tensor=True, steps=60, every=every)
+    monitor, _ = _running_total(fw, keep_tensor=True, steps=60, every=every)
     finding, = alarms(monitor, "GRAPH_RETAINED")
     assert finding.severity == "warning" and finding.location == "loss"
     assert finding.evidence["held_graphs"] >= 2 and finding.evidence["first_step"] == 0

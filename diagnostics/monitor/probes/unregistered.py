@@ -55,7 +55,6 @@ class UnregisteredProbe(Probe):
             for item in (value if isinstance(value, (tuple, list)) else (value,)):
                 if is_tensor(item):
                     self._inputs.add(id(item))
-        return None
 
     def on_step(self, loss):
         ctx = self.ctx

@@ -2,12 +2,16 @@
 GRAPH_RETAINED for graphs held through a running total, UNREGISTERED_PARAMETERS for layers
 kept in a plain Python list; and their healthy twins, quiet."""
 import gc
+import itertools
 import weakref
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from diagnostics import Monitor
+from diagnostics.backends import torch_threads
 from diagnostics.monitor.probes.unregistered import SIGHTINGS
 from tests.diagnostics.monitor_nets import FEATURES, batches, frameworks, mlp, teacher_data
 from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
@@ -287,3 +291,51 @@ def test_the_monitor_keeps_no_unregistered_tensor_alive(fw):
     gc.collect()
     assert [r() for r in refs] == [None] * 4
     assert alarms(monitor, "UNREGISTERED_PARAMETERS")   # report() after close still has it
+
+
+def test_a_buffer_that_requires_grad_is_registered(fw):
+    """A registered buffer made from a tensor with requires_grad: odd, but the model holds it."""
+    nn = fw.nn
+
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = mlp(fw, [FEATURES, 16, 4])
+            self.register_buffer("scale", fw.module.tensor(
+                np.full(FEATURES, 0.5, dtype=np.float32), requires_grad=True))
+
+        def forward(self, x):
+            return self.body(x * self.scale)
+
+    assert not alarms(_train(fw, Scaled()), "UNREGISTERED_PARAMETERS")
+
+
+@settings(max_examples=6, deadline=None)
+@given(listed=st.lists(st.booleans(), min_size=1, max_size=3))
+def test_exactly_the_listed_layers_are_reported(listed):
+    """Hidden layers of widths 8, 12, 16, each either in a plain list or registered: the
+    finding lists the weights and biases of exactly the listed ones."""
+    import torch
+
+    nn = torch.nn
+    torch.manual_seed(0)
+    widths = [FEATURES] + [8, 12, 16][:len(listed)]
+    layers = [nn.Linear(a, b) for a, b in itertools.pairwise(widths)]
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.registered = nn.ModuleList(l for l, kept in zip(layers, listed) if not kept)
+            self.head = nn.Linear(widths[-1], 4)
+
+        def forward(self, x):
+            for layer in layers:
+                x = torch.relu(layer(x))
+            return self.head(x)
+
+    expected = sorted(tuple(p.shape) for l, kept in zip(layers, listed) if kept
+                      for p in l.parameters())
+    with torch_threads(1):
+        found = alarms(_train(FRAMEWORKS[0], Net(), steps=SIGHTINGS), "UNREGISTERED_PARAMETERS")
+    assert sorted(tuple(s) for f in found for s in f.evidence["shapes"]) == expected
+    assert len(found) == (1 if expected else 0)

@@ -73,9 +73,10 @@ class UnregisteredProbe(Probe):
         return False
 
     def _held_now(self):
-        """Ids of the model's parameters and the optimizer's, as they are now (a module added
-        or a parameter group added after the Monitor was built)."""
-        held = {id(p) for _, p in self.ctx.backend.named_parameters()}
+        """Ids of the model's parameters and buffers and the optimizer's parameters, as they
+        are now (a module or a parameter group added after the Monitor was built)."""
+        backend = self.ctx.backend
+        held = {id(t) for _, t in (*backend.named_parameters(), *backend.named_buffers())}
         for group in getattr(self.ctx.optimizer, "param_groups", None) or ():
             held.update(id(p) for p in group.get("params", ()))
         return held

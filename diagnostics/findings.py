@@ -53,6 +53,8 @@ CODES = {
     "CLIP_BEFORE_UNSCALE": "gradients clipped while a GradScaler still scales them",
     "EPS_UNDERFLOWS": "an optimizer eps that the parameters' dtype rounds to 0",
     "VIEW_SCRAMBLES_AXES": "a view or reshape moves axes where a permute was meant",
+    "UNREGISTERED_PARAMETERS": "tensors with gradients that are not parameters of the model "
+                               "and never change (layers in a plain Python list)",
 }
 
 

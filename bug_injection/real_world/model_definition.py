@@ -283,10 +283,8 @@ ENTRIES = (
           root_cause="I kept the hidden layers in a plain Python list instead of nn.ModuleList, "
                      "so model.parameters() misses them and the optimizer never trains them",
           buggy=lambda: _python_list(False), fixed=lambda: _python_list(True),
-          tool="monitor", codes=(),
-          expected="none yet: parameters used in forward but not registered in the model",
-          status="missed: the Monitor only sees registered parameters (the head), and "
-                 "nothing is raised"),
+          tool="monitor", codes=("UNREGISTERED_PARAMETERS",),
+          expected="UNREGISTERED_PARAMETERS (Monitor)", status="diagnosed"),
     Entry(name="view_instead_of_permute_features",
           source="fawazsammani/knowing-when-to-look-adaptive-attention#6",
           category="model definition",

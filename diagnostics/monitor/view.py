@@ -45,6 +45,7 @@ class WindowView:
     eval_passes: list = field(default_factory=list)   # the first (step, [modules in train mode])
     eval_pass_count: int = 0                           # passes without gradients in train mode
     kept_losses: list = field(default_factory=list)   # (step, graph buffers alive) of held losses
+    held_graphs: list = field(default_factory=list)   # (step, steps later) of loss graphs alive
     units: object = None                               # UnitActivity of the window
     gradient_rows: object = None                       # UnitActivity of weight-gradient rows
     signals: dict = field(default_factory=dict)        # name -> value, from probes without a

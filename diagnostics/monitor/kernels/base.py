@@ -1,6 +1,7 @@
 """``Kernels``: what the Monitor computes on a framework's tensors, in one interface."""
-import re
 import contextlib
+import re
+import weakref
 from abc import ABC, abstractmethod
 from types import MappingProxyType
 
@@ -15,6 +16,7 @@ class Kernels(ABC):
     UPDATE_SAMPLE = 16384  # at most this many entries per parameter measure an update's size
     SAMPLE_BLOCK = 16      # taken in runs of 16 neighbours (a 64-byte cache line of float32)
     GRAPH_NODES_PROBED = 64  # graph_buffers_alive looks no further than this many nodes
+    GRAPH_NODES_WALKED = 20_000   # graph walks (squashed_twice, graph_leaves) stop here
 
     def __init__(self, backend):
         self.backend = backend
@@ -113,7 +115,6 @@ class Kernels(ABC):
             stack.extend(self.backend.node_inputs(node))
         return None
 
-    GRAPH_NODES_WALKED = 20000   # squashed_twice looks no further than this many nodes
     # a loss op that squashes its input itself -> the squashing that, before it, doubles it
     SQUASHING_LOSSES = MappingProxyType({
         "BinaryCrossEntropyWithLogits": "Sigmoid", "BCEWithLogits": "Sigmoid",
@@ -176,6 +177,30 @@ class Kernels(ABC):
         """The op of a graph node without its suffix: ``Sigmoid`` for ``SigmoidBackward0``."""
         return re.sub(r"Backward\d*$", "", self._node_label(node))
 
+    def graph_mark(self, tensor):
+        """A ``GraphMark`` that says whether the graph node that made ``tensor`` is still
+        alive, without keeping it alive; None when ``tensor`` has no graph."""
+        node = getattr(tensor, "grad_fn", None)
+        return None if node is None else GraphMark(weakref.ref(node))
+
+    def graph_leaves(self, tensor):
+        """The leaf tensors that require grad which the graph that made ``tensor`` reaches
+        (what backward gives a ``.grad``), each once, within ``GRAPH_NODES_WALKED`` nodes."""
+        stack, seen, leaves = [getattr(tensor, "grad_fn", None)], {}, {}
+        while stack and len(seen) < self.GRAPH_NODES_WALKED:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen[id(node)] = node    # held while walking: an id is not reused by another node
+            for leaf in self._node_leaves(node):
+                leaves.setdefault(id(leaf), leaf)
+            stack.extend(self.backend.node_inputs(node))
+        return list(leaves.values())
+
+    @abstractmethod
+    def _node_leaves(self, node):
+        """The leaf tensors that require grad among one graph node's inputs."""
+
     CLASS_ROWS = 256       # rows of an output that the probability statistics look at
 
     @abstractmethod
@@ -203,3 +228,19 @@ class Kernels(ABC):
     def _saved_state(self, node):
         """Of one graph node: True if it holds saved tensors, False if backward freed them,
         None if it saved nothing."""
+
+
+class GraphMark:
+    """Whether one graph node is still alive (``alive()``), through a weak reference to it or
+    to a no-op hook it holds; ``remove()`` takes the hook off, if any (idempotent)."""
+
+    def __init__(self, ref, handle=None):
+        self._ref, self._handle = ref, handle
+
+    def alive(self):
+        return self._ref() is not None
+
+    def remove(self):
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            handle.remove()

@@ -96,6 +96,9 @@ class MinigradKernels(Kernels):
 
     def _node_label(self, node):
         return f"{node.name}Backward"
+    def _node_leaves(self, node):
+        return [x for x in node.inputs
+                if isinstance(x, Tensor) and x.requires_grad and x.grad_fn is None]
 
     def _saved_state(self, node):
         if node.released:

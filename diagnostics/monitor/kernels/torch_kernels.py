@@ -1,5 +1,7 @@
 """The Monitor's statistics on torch tensors, computed on the tensor's device."""
-from .base import Kernels
+import weakref
+
+from .base import GraphMark, Kernels
 
 
 class TorchKernels(Kernels):
@@ -149,6 +151,25 @@ class TorchKernels(Kernels):
                                                      device=like.device)
         return buffer[:like.numel()]
 
+    def graph_mark(self, tensor):
+        """torch's graph nodes take no weak reference: a no-op hook object on the node lives
+        exactly as long as the node, and its handle takes it off without holding the node."""
+        node = tensor.grad_fn
+        if node is None:
+            return None
+        hook = _NoOpHook()
+        try:
+            handle = node.register_hook(hook)
+        except (RuntimeError, TypeError, AttributeError):   # a node that takes no hooks
+            return None
+        return GraphMark(weakref.ref(hook), handle)
+
+    def _node_leaves(self, node):
+        leaf = getattr(node, "variable", None)   # AccumulateGrad: the leaf it accumulates into
+        if isinstance(leaf, self.torch.Tensor) and leaf.is_leaf and leaf.requires_grad:
+            return (leaf,)
+        return ()
+
     def _saved_state(self, node):
         for attr in dir(node):
             if not attr.startswith("_saved_"):
@@ -208,3 +229,8 @@ def _op_name(func):
     if getattr(func, "__qualname__", "").split(".")[0] in ("Tensor", "TensorBase", "_TensorBase"):
         return f"Tensor.{name}"
     return f"torch.{name}"
+class _NoOpHook:
+    """A graph node's post-hook that changes nothing: its life is the node's."""
+
+    def __call__(self, grad_inputs, grad_outputs):
+        return None

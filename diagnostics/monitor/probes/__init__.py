@@ -20,7 +20,7 @@ probe                     signal
 ``GradientsProbe``        per-parameter gradients, stale ``.grad``, the norm, rows without
                           gradient
 ``ModesProbe``            passes without gradients while modules are in training mode
-``GraphProbe``            loss tensors held with their autograd graph
+``GraphProbe``            loss tensors, or loss graphs, held across steps
 ``TrainingModeProbe``     training steps taken while dropout and batch norm are in eval mode
 ``ProbabilitiesProbe``    output rows that are probabilities, and the loss's gradient on them
 ``MixedPrecisionProbe``   autocast's dtype, a GradScaler's scale and its skipped steps
@@ -29,6 +29,8 @@ probe                     signal
 ``StepGradientsProbe``    opt-in: the gradient norm at every step (NaN/inf, spikes)
 ``ClippingProbe``         with a GradScaler: clipping called before ``scaler.unscale_``
 ``OptimizerEpsProbe``     an optimizer ``eps`` that its parameters' dtype rounds away
+``UnregisteredProbe``     tensors with gradients outside the model and the optimizer that
+                          never change (layers in a plain Python list)
 ``RanksProbe``            (only in a torch.distributed job, ``monitor.distributed``)
                           fingerprints of parameters, local and reduced gradients, the input
 ========================  ==================================================================
@@ -68,15 +70,17 @@ from .probabilities import ProbabilitiesProbe
 from .schedule import ScheduleProbe
 from .step_gradients import StepGradientsProbe
 from .training_mode import TrainingModeProbe
+from .unregistered import UnregisteredProbe
 from .updates import UpdatesProbe
 
 PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsProbe,
           UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, TrainingModeProbe,
           ProbabilitiesProbe, MixedPrecisionProbe, StepGradientsProbe, ScheduleProbe,
-          AccumulationProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe)
+          AccumulationProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe,
+          UnregisteredProbe)
 
 __all__ = ["PROBES", "Context", "Probe", "AccumulationProbe", "ActivationsProbe",
            "ClippingProbe", "EvalRandomnessProbe", "GradientsProbe", "GraphProbe", "InputsProbe",
            "LearningRateProbe", "LossProbe", "MixedPrecisionProbe", "ModesProbe",
            "OptimizerEpsProbe", "OutputsProbe", "ProbabilitiesProbe", "ScheduleProbe",
-           "StepGradientsProbe", "TrainingModeProbe", "UpdatesProbe"]
+           "StepGradientsProbe", "TrainingModeProbe", "UnregisteredProbe", "UpdatesProbe"]

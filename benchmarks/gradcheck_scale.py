@@ -9,9 +9,11 @@ gradient, which check_gradients must name with its path. The ResNet-18 is
 ``scenarios.resnet.ResNet18`` (BasicBlocks [2, 2, 2, 2], CIFAR stem; ``--width 64`` is the
 original's 11M parameters). torch runs on 2 threads (``--threads``).
 
-Counts are deterministic, times are not (a shared machine): each model prints its forward
-evaluations and the convolutions actually run, in full forward passes' worth ("conv work"; a
-perturbed run recomputes only the modules after the perturbation). The baseline, measured in
+Counts are deterministic, times are not (a shared machine): each model prints its wall-clock
+time and its process CPU time (steadier when other work shares the cores; with 2 threads it can
+reach twice the wall time), its forward evaluations and the convolutions actually run, in full
+forward passes' worth ("conv work"; a perturbed run recomputes only the modules after the
+perturbation). The baseline, measured in
 the same run, is torch.autograd.gradcheck's cost: two evaluations per parameter, at the time of
 one float64 forward pass and loss measured here. The last line is the time ratio
 check_gradients/torch gradcheck over all models.
@@ -102,9 +104,9 @@ def measure(name, model, *, plant=None):
     convs = sum(isinstance(m, torch.nn.Conv2d) for m in model.modules())
     forward = forward_seconds(model, inputs, targets)
     with plant or contextlib.nullcontext(), counted_convolutions() as count:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         report = check_gradients(model, torch.nn.CrossEntropyLoss(), inputs, targets)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     cause = report.causes[0] if report.causes else None
     named = (f"'{cause.module}' ({cause.module_type}), {cause.path} path, {cause.pattern}"
              if cause else "no culprit")
@@ -115,7 +117,7 @@ def measure(name, model, *, plant=None):
     budget = BUDGETS[name]
     print(f"{name}: {parameters:,} parameters, {convs} convs; float64 forward+loss "
           f"{forward * 1000:.0f} ms")
-    print(f"  check_gradients: {seconds:.1f} s (budget {budget:.0f} s"
+    print(f"  check_gradients: {seconds:.1f} s wall, {cpu:.1f} s CPU (budget {budget:.0f} s"
           f"{'' if seconds <= budget else ', OVER'}); {report.forward_evaluations} forward "
           f"evaluations + {report.backward_passes} backward; conv work {count[0] / convs:.1f} "
           f"full forwards ({count[0]} convolutions run)")

@@ -9,8 +9,12 @@ work shares the cores). A fourth loop, "bare statistics", computes the same acti
 gradient reductions in plain hooks with nothing else (no transfer, records, checks or update
 sizes): the floor under every=1, whatever the bookkeeping costs. A fifth loop is the default
 with the opt-in per-step tier (``per_step_gradients=True``: the gradient norm at every step);
-its cost over the default is printed. Budget (issue 4): <= 1.15 at every=1, <= 1.05 at the
-default. The last two lines are the every=1 ratio and, last, the default's.
+its cost over the default is printed. A sixth loop is a lesson-style debugger: five
+``.item()`` statistics (mean, std, min, max, fraction of zeros) of every layer's activation
+and of every parameter's gradient at every step, the way course notebooks watch a network
+train. Budgets (issue 14): Monitor(every=1) <= the debugger in the same run, the default <=
+1.05. The last lines are every=1 over the debugger, the every=1 ratio and, last, the
+default's.
 """
 import argparse
 import statistics
@@ -63,6 +67,44 @@ class _BareStatistics:
             handle.remove()
 
 
+class _ItemDebugger:
+    """A lesson-style debugger: five ``.item()`` statistics of every layer's output and of
+    every parameter's gradient, every step, kept in a list (the baseline every=1 must beat)."""
+
+    def __init__(self, model):
+        self._model, self.history, self._current = model, [], {}
+        self._handles = [layer.register_forward_hook(self._activation(name))
+                         for name, layer in model.named_children()]
+
+    @staticmethod
+    def _five(tensor):
+        x = tensor.detach().float()
+        return (x.mean().item(), x.std().item(), x.min().item(), x.max().item(),
+                (x == 0).float().mean().item())
+
+    def _activation(self, name):
+        def hook(module, args, out):
+            self._current[f"{name} activation"] = self._five(out)
+        return hook
+
+    def step(self, loss):
+        for name, param in self._model.named_parameters():
+            if param.grad is not None:
+                self._current[f"{name} gradient"] = self._five(param.grad)
+        self._current["loss"] = loss.item()
+        self.history.append(self._current)
+        self._current = {}
+
+    def close(self):
+        for handle in self._handles:
+            handle.remove()
+
+
+def _debugger_loop(seed):
+    model, optimizer, _ = _loop(seed, None)
+    return model, optimizer, _ItemDebugger(model)
+
+
 def _bare_loop(seed):
     model, optimizer, _ = _loop(seed, None)
     return model, optimizer, _BareStatistics(model)
@@ -93,7 +135,7 @@ def main():
                 torch.randint(0, 10, (128,), generator=generator))
                for _ in range(DEFAULT_EVERY)]
     loops = {"no monitor": _loop(0, None), "bare statistics": _bare_loop(0),
-             "every=1": _loop(0, 1),
+             ".item() debugger": _debugger_loop(0), "every=1": _loop(0, 1),
              f"every={DEFAULT_EVERY}, per_step_gradients=True": _loop(
                  0, DEFAULT_EVERY, per_step_gradients=True),
              f"every={DEFAULT_EVERY} (default)": _loop(0, DEFAULT_EVERY)}
@@ -116,13 +158,16 @@ def main():
     print(f"{base}: {wall[base] / DEFAULT_EVERY * 1e3:.3f} ms per step "
           f"(process CPU {cpu[base] / DEFAULT_EVERY * 1e3:.3f} ms)")
     for name in list(loops)[1:]:
-        label = name if name == "bare statistics" else f"Monitor({name})"
+        label = name if name in ("bare statistics", ".item() debugger") else f"Monitor({name})"
         print(f"{label}: {wall[name] / DEFAULT_EVERY * 1e3:.3f} ms per step, "
               f"ratio {wall[name] / wall[base]:.3f} (CPU-time ratio {cpu[name] / cpu[base]:.3f})")
     default, tier = list(loops)[-1], list(loops)[-2]
     print(f"per-step tier: {(wall[tier] - wall[default]) / DEFAULT_EVERY * 1e6:.0f} us per "
           f"step over the default, ratio {wall[tier] / wall[default]:.3f} of the default "
           f"(CPU-time ratio {cpu[tier] / cpu[default]:.3f})")
+    debugger = ".item() debugger"
+    print(f"Monitor(every=1) / .item() debugger: {wall['every=1'] / wall[debugger]:.3f} "
+          f"(CPU time {cpu['every=1'] / cpu[debugger]:.3f}; budget <= 1.0)")
     print(f"every=1 ratio: {wall['every=1'] / wall[base]:.3f}")
     print(f"{wall[default] / wall[base]:.3f}")
 

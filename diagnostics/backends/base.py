@@ -131,6 +131,12 @@ class Backend(ABC):
         """``hook(grad)`` with the gradient arriving at ``tensor``, before it joins ``.grad``."""
         return tensor.register_hook(hook)
 
+    def plain_chain(self, module):
+        """True when ``module`` is the framework's own ``Sequential``, unchanged: its forward
+        hands its input to its first child, each child's output to the next child only, and
+        returns the last one (no other code can read them). False when unsure."""
+        return False
+
     @abstractmethod
     def node_inputs(self, node):
         """The graph nodes (or None) that made one graph node's inputs (``grad_fn`` nodes)."""

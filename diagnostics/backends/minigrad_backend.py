@@ -34,6 +34,9 @@ class MinigradBackend(Backend):
         param.data[...] = array
 
     # ---------------------------------------------------------------- running
+    def plain_chain(self, module):
+        return type(module) is minigrad.nn.Sequential and "forward" not in vars(module)
+
     def no_grad(self):
         return minigrad.no_grad()
 

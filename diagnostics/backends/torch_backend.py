@@ -34,6 +34,11 @@ class TorchBackend(Backend):
     def is_tensor(self, value):
         return isinstance(value, self.torch.Tensor)
 
+    def plain_chain(self, module):
+        hooks = self.torch.nn.modules.module
+        return (type(module) is self.torch.nn.Sequential and "forward" not in vars(module)
+                and not hooks._global_forward_hooks and not hooks._global_forward_pre_hooks)
+
     def on_host(self, tensor):
         return tensor.device.type == "cpu"
 

@@ -83,6 +83,7 @@ class _GradientCheck:
                              for p in self.points})
         self.probings, self.elements, self.patterns = {}, {}, {}
         self.supports = {}   # point key -> flat indices probed instead of all (_smooth_support)
+        self.aliases = _aliases(self.evaluator.instrument.aliases, analytic)
         # a bar on a terminal once a large check runs two seconds; quiet otherwise
         with progress_bar(len(analytic.parameters) + len(self.points),
                           desc="check_gradients") as bar:
@@ -90,7 +91,8 @@ class _GradientCheck:
                 self._check_parameter(name)
                 bar.update()
             for point in self.points:
-                self._check_point(point, analytic.point_values[point.key])
+                if point.key not in self.aliases:
+                    self._check_point(point, analytic.point_values[point.key])
                 bar.update()
         births = locate(self.points, {p.key: self._flow_status(p.key) for p in self.points},
                         {name: self._status(name) for name in analytic.parameters})
@@ -132,6 +134,7 @@ class _GradientCheck:
     def _status(self, key):
         if key in self.unreached:
             return NOT_DIFFERENTIATED
+        key = self.aliases.get(key, key)
         statuses = set()
         if key in self.probings:
             statuses.add(self.probings[key].status)
@@ -205,7 +208,8 @@ class _GradientCheck:
 
     # ------------------------------------------------------------------ report
     def _tensor_check(self, key, name, shape):
-        probing, elements = self.probings.get(key), self.elements.get(key)
+        measured = self.aliases.get(key, key)
+        probing, elements = self.probings.get(measured), self.elements.get(measured)
         errors, worst = [0.0], {}
         kinks = directions = 0
         if probing is not None:
@@ -274,7 +278,7 @@ class _GradientCheck:
         unreached = [name for name in parameter_names if name in self.unreached]
         if unreached:
             findings.append(_not_differentiated_finding(unreached))
-        notes = _notes(checks.values())
+        notes = _notes([c for k, c in checks.items() if k not in self.aliases])
         if intended:
             notes.append("gradients upstream of a declared module are changed on purpose and "
                          "are not judged: " + ", ".join(sorted({b.module for b in intended})))
@@ -293,6 +297,21 @@ class _GradientCheck:
         if name == LOSS:
             return "loss"
         return type(self.backend.module(name)).__name__
+
+
+def _aliases(found, analytic):
+    """Point key -> the later point key it is measured as (``Instrument.aliases``, followed
+    to the end of a chain), kept only where both got the same gradient array."""
+    aliases = {}
+    for key in found:
+        later = key
+        while later in found:
+            later = found[later]
+        gradients = analytic.point_gradients
+        if ((key in analytic.unreached) == (later in analytic.unreached)
+                and np.array_equal(gradients[key], gradients[later])):
+            aliases[key] = later
+    return aliases
 
 
 def _smooth_support(value):

@@ -34,13 +34,15 @@ class Slope:
 
     ``status``: "ok" (agrees with ``analytic``, or measured cleanly when there is none),
     "mismatch" (disagrees, and the function is smooth there), or "kink" (``value`` is None).
-    ``evaluations``: loss evaluations spent.
+    ``evaluations``: loss evaluations spent. ``closeness``: for a forward difference that
+    agrees, ``|numerical - analytical|`` over the tolerance it had to meet (1 is the edge).
     """
 
     value: float | None
     status: str
     analytic: float | None
     evaluations: int
+    closeness: float | None = None
 
     def relative_error(self):
         if self.value is None or self.analytic is None:
@@ -54,8 +56,13 @@ class Tolerance:
     atol: float
 
     def agrees(self, numerical, analytical, noise):
+        return self.closeness(numerical, analytical, noise) <= 1.0
+
+    def closeness(self, numerical, analytical, noise):
+        """``|numerical - analytical|`` over the bound it must stay within."""
         bound = self.atol + self.rtol * max(abs(numerical), abs(analytical)) + noise
-        return abs(numerical - analytical) <= bound
+        difference = abs(numerical - analytical)
+        return difference / bound if bound > 0 else (0.0 if difference == 0 else math.inf)
 
 
 @dataclass(frozen=True)
@@ -74,8 +81,10 @@ def estimate_slope(loss_at, loss_0, *, step, tolerance, analytic=None, confirm=T
     if forward_first and analytic is not None:
         up = loss_at(step)
         forward, noise = _forward_difference(up, loss_0, step)
-        if forward is not None and tolerance.agrees(forward, analytic, noise):
-            return Slope(forward, "ok", analytic, 1)
+        if forward is not None:
+            closeness = tolerance.closeness(forward, analytic, noise)
+            if closeness <= 1.0:
+                return Slope(forward, "ok", analytic, 1, closeness)
     first = _differences(loss_at, loss_0, step, up=up)
     if not first.finite:
         return Slope(None, "kink", analytic, 2)

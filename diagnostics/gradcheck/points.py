@@ -7,6 +7,10 @@ tensor hook reads the analytic gradient of the loss with respect to that point: 
 the gradient that flows back through this module only; for an output, the gradient the rest
 of the network sends it. In later passes they add a perturbation to one point, or keep a copy
 of one point's value. Calls are counted per pass, so a module called twice has two points.
+A point that is provably the same tensor as a later one, with no other reader, is an *alias*
+of it (``aliases``): inside a plain ``Sequential``, a child's output is the next child's input
+and the last child's output the container's. Moving either moves the loss the same way, and
+their gradients are the same array, so the check measures only the later one.
 While the instrument is open, its ``replay`` (see ``replay.py``) lets a perturbed pass skip the
 module calls that end before the perturbation.
 """
@@ -60,15 +64,20 @@ class Instrument:
         self.gradients = {}     # point key -> analytic gradient (ndarray)
         self.values = {}        # point key -> value in the recording pass (ndarray)
         self.captured = None    # the value kept by a capturing pass
+        self.aliases = {}       # point key -> the key of a later point that is the same tensor
         self._handles = []
         self._nodes = {}        # point key -> the graph node of its identity (recording pass)
         self._mode = None
         self._target = self._delta = self._capture = None
         self._counts, self._stack = {}, []
+        self._twins = {}        # id(identity) -> (identity, point key, stack): recording pass
+        self._chains = set()    # names of the plain Sequentials (see Backend.plain_chain)
         self.replay = None
 
     def __enter__(self):
         try:
+            self._chains = {name for name, module in self.backend.named_modules()
+                            if self.backend.plain_chain(module)}
             for name, module in self.backend.named_modules():
                 self._handles.append(module.register_forward_pre_hook(self._pre_hook(name)))
                 self._handles.append(self.backend.add_forward_hook(module,
@@ -115,7 +124,7 @@ class Instrument:
         self.captured = None
         if record:
             self.points, self.gradients, self.values = [], {}, {}
-            self._nodes = {}
+            self._nodes, self._twins, self.aliases = {}, {}, {}
 
     def finish_recording(self):
         """Give each point its module's call count and its call's tensor count."""
@@ -170,7 +179,9 @@ class Instrument:
             if self._mode == "record" and getattr(tensor, "requires_grad", False):
                 self.points.append(Point(name, call, kind, index, tuple(tensor.shape), stack))
                 self.values[key] = self.backend.to_numpy(tensor)
+                self._alias(tensor, key, stack, single=len(items) == 1)
                 new = self._watch(key, tensor)
+                self._twins[id(new)] = (new, key, stack)
             elif self._mode == "run" and key == self._target:
                 new = tensor + self.backend.from_numpy(self._delta, like=tensor)
             if key == self._capture:
@@ -179,6 +190,25 @@ class Instrument:
                 items[index] = (index, new)
                 changed = True
         return rebuild([value for _, value in items]) if changed else None
+
+    def _alias(self, tensor, key, stack, *, single):
+        """Record an earlier point as an alias of ``key`` when ``tensor`` is that point's
+        identity handed on by a plain Sequential: a child's input that is the container's input
+        or the previous child's output, or the container's output that is its last child's."""
+        seen = self._twins.get(id(tensor))
+        if not single or seen is None or seen[0] is not tensor:
+            return
+        _, source, source_stack = seen
+        module, kind = key[0], key[2]
+        if kind == INPUT:
+            if len(stack) < 2 or stack[-2][0] not in self._chains:
+                return
+            container_input = source[2] == INPUT and source[:2] == stack[-2]
+            sibling_output = source[2] == OUTPUT and source_stack[:-1] == stack[:-1]
+            if container_input or sibling_output:
+                self.aliases[source] = key
+        elif module in self._chains and source[2] == OUTPUT and source_stack[:-1] == stack:
+            self.aliases[source] = key
 
     def _watch(self, key, tensor):
         """An identity in front of ``tensor`` whose gradient is stored under ``key``."""

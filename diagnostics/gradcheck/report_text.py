@@ -139,7 +139,7 @@ def _row(check):
     elif check.elements_checked:
         checked = f"{check.elements_checked} of {check.size} elements"
     elif check.directions:
-        checked = f"{check.directions} directions"
+        checked = f"{check.directions} direction{'' if check.directions == 1 else 's'}"
     else:
         checked = "none (kinks)"
     worst = numerical = analytical = ""

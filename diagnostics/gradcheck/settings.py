@@ -16,7 +16,8 @@ class Settings:
     ``eps``: the finite-difference step (the length of a probe's step, or one element's).
     ``rtol``, ``atol``: a derivative passes when ``|numerical - analytical| <= atol + rtol *
     max(|numerical|, |analytical|)`` plus the rounding noise of the step.
-    ``probes``: random directions per tensor. ``max_elements``: elements checked one by one in a
+    ``probes``: random directions per tensor (a first one that agrees within 1% of the
+    tolerance is enough, see ``Prober.probe``). ``max_elements``: elements checked one by one in a
     failing tensor (mode "auto"). ``seed``: the private generator's seed. NumPy scalars are
     accepted and stored as Python numbers.
     """

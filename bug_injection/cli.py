@@ -3,8 +3,9 @@
 ``gradhunt hunt`` plants every catalogued bug on both backends, prints the table and the
 score, and exits 1 when a bug is missed or misplaced or a healthy control raises an alarm.
 ``gradhunt inject NAME`` plants one bug and shows the diagnosis step by step. The real-world
-corpus (``bug_injection.real_world``, torch only) runs after the catalogue with its own table
-and score line (``--kind`` picks one part); ``inject`` takes its entries' names too.
+corpus (``bug_injection.real_world``: torch, and minigrad where minigrad has the layers) runs
+after the catalogue with its own table and score line (``--kind`` picks one part); ``inject``
+takes its entries' names too.
 """
 import json
 import sys
@@ -36,7 +37,7 @@ def add_commands(subparsers):
     parser.add_argument("--backend", choices=BACKENDS, help="only this backend")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--kind", choices=KINDS, default="all",
-                        help="the planted catalogue, the real-world corpus (torch), or both "
+                        help="the planted catalogue, the real-world corpus, or both "
                              "(default; --bug narrows to the catalogue)")
     parser.set_defaults(func=_hunt_command)
 
@@ -48,8 +49,9 @@ def add_commands(subparsers):
     parser.add_argument("name", nargs="?", choices=names + real_world, metavar="NAME",
                         help="the bug: " + ", ".join(names) + "; real-world: "
                              + ", ".join(real_world))
-    parser.add_argument("--backend", choices=BACKENDS, default="minigrad",
-                        help="the backend (default: minigrad)")
+    parser.add_argument("--backend", choices=BACKENDS,
+                        help="the backend (default: minigrad; a real-world entry: every "
+                             "backend it is reproduced on)")
     parser.add_argument("--list", action="store_true", help="list the catalogue and exit")
     parser.set_defaults(func=_inject_command)
 
@@ -73,13 +75,13 @@ def _hunt_command(args):
                           progress=lambda done, total, outcome: _show_progress(
                               bar, total, f"{outcome.name} on {outcome.backend}: "
                                           f"{outcome.verdict}"))
-    if args.kind == "real_world" or (args.kind == "all" and not args.bug
-                                     and "torch" in backends):
+    if args.kind == "real_world" or (args.kind == "all" and not args.bug):
         from .real_world import hunt as real_world_hunt
         with progress_bar(None, desc="real-world", show=show, delay=0, mininterval=0) as bar:
             real = real_world_hunt.hunt_real_world(
-                progress=lambda done, total, outcome: _show_progress(
-                    bar, total, f"{outcome.entry.name}: {outcome.buggy.verdict}"))
+                backends=backends, progress=lambda done, total, outcome: _show_progress(
+                    bar, total, f"{outcome.entry.name} on {outcome.backend}: "
+                                f"{outcome.buggy.verdict}"))
     if args.json:
         data = result.to_dict() if result is not None else {}
         if real is not None:
@@ -104,28 +106,38 @@ def _inject_command(args):
             print(f"{entry.name.ljust(width)}  {'real-world':13}  {entry.root_cause}")
         return 0 if args.list else 2
     if args.name in _real_world_names():
-        return _inject_real_world(args.name)
-    if args.backend == "torch" and not torch_installed():
+        return _inject_real_world(args.name, args.backend)
+    backend = args.backend or "minigrad"
+    if backend == "torch" and not torch_installed():
         print(f"gradhunt inject --backend torch: {TORCH_MISSING}", file=sys.stderr)
         return 2
     from .inject import inject, render as render_injection
 
-    injection = inject(get_bug(args.name), args.backend)
+    injection = inject(get_bug(args.name), backend)
     print(render_injection(injection))
     return 0 if injection.outcome.ok and injection.reverted else 1
 
 
-def _inject_real_world(name):
-    if not torch_installed():
-        print(f"gradhunt inject {name}: {TORCH_MISSING}", file=sys.stderr)
-        return 2
+def _inject_real_world(name, backend=None):
+    """The entry on ``backend``, or on every backend it is reproduced on (torch's if
+    installed)."""
     from .real_world import get_entry, run_entry
     from .real_world.hunt import RealWorldOutcome, render_entry
 
     entry = get_entry(name)
-    outcome = RealWorldOutcome(entry, run_entry(entry, "buggy"), run_entry(entry, "fixed"))
-    print(render_entry(entry, outcome.buggy, outcome.fixed))
-    return 0 if outcome.ok else 1
+    if backend is not None and backend not in entry.backends:
+        print(f"gradhunt inject {name} --backend {backend}: this entry is reproduced on "
+              f"{', '.join(entry.backends)} only", file=sys.stderr)
+        return 2
+    backends = [b for b in ((backend,) if backend else entry.backends)
+                if b != "torch" or torch_installed()]
+    if not backends:
+        print(f"gradhunt inject {name}: {TORCH_MISSING}", file=sys.stderr)
+        return 2
+    outcomes = [RealWorldOutcome(entry, run_entry(entry, "buggy", b), run_entry(entry, "fixed", b))
+                for b in backends]
+    print("\n\n".join(render_entry(entry, o.buggy, o.fixed) for o in outcomes))
+    return 0 if all(o.ok for o in outcomes) else 1
 
 
 def _show_progress(bar, total, text):

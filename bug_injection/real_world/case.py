@@ -1,8 +1,10 @@
 """``Case``: one reproduction, built fresh: the user's model, loss, optimizer, loop and data.
 
-A corpus entry's ``buggy()`` and ``fixed()`` each return a ``Case``; the runner hands it to
-the tool the entry names. Everything is tiny and seeded so that a case runs in well under a
-second on a CPU and gives the same findings every time.
+A corpus entry's ``buggy(framework)`` and ``fixed(framework)`` each return a ``Case`` built in
+``"torch"`` or ``"minigrad"`` (minigrad mirrors torch's API, so a reproduction whose layers
+minigrad has is written once); the runner hands it to the tool the entry names. Everything
+is tiny and seeded so that a case runs in well under a second on a CPU and gives the same
+findings every time.
 """
 from dataclasses import dataclass, field
 from typing import Callable
@@ -18,8 +20,8 @@ class Case:
 
     ``train(after_step)`` runs the user's loop and calls ``after_step(loss)`` after every
     optimizer step (the Monitor's ``step``). ``scaler``: the loop's GradScaler, handed to
-    the Monitor as a user with AMP does (``Monitor(scaler=...)``). ``inputs``/``targets``: one training batch
-    (preflight, check_gradients, batch independence). ``data``: the keyword arguments of
+    the Monitor as a user with AMP does (``Monitor(scaler=...)``). ``inputs``/``targets``: one
+    training batch (preflight, check_gradients, batch independence). ``data``: the keyword arguments of
     ``validate_data``. ``label_batches``: the labels of the batches in the order the loop
     trains on them."""
 
@@ -35,9 +37,22 @@ class Case:
     label_batches: list | None = None
 
 
+FRAMEWORKS = ("torch", "minigrad")
+
+
+def framework_module(framework):
+    """The ``torch`` or ``minigrad`` module, imported on first use."""
+    if framework == "torch":
+        import torch
+        return torch
+    if framework == "minigrad":
+        import minigrad
+        return minigrad
+    raise ValueError(f"framework: expected one of {FRAMEWORKS}, got {framework!r}")
+
+
 def torch_module():
-    import torch
-    return torch
+    return framework_module("torch")
 
 
 def blobs(rows=128, features=8, classes=4, *, seed=0, spread=1.0):
@@ -50,8 +65,12 @@ def blobs(rows=128, features=8, classes=4, *, seed=0, spread=1.0):
     return x.astype(np.float32), labels.astype(np.int64)
 
 
-def tensors(*arrays):
-    torch = torch_module()
+def tensors(*arrays, framework="torch"):
+    """The arrays as ``framework``'s tensors, dtypes kept."""
+    if framework == "minigrad":
+        minigrad = framework_module(framework)
+        return tuple(minigrad.tensor(np.ascontiguousarray(a)) for a in arrays)
+    torch = framework_module(framework)
     return tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in arrays)
 
 
@@ -62,14 +81,14 @@ def batches(rows, size=BATCH, steps=STEPS):
         yield step, start, start + size
 
 
-def mlp(features=8, hidden=32, outputs=4, *, seed=0, dropout=0.0):
-    torch = torch_module()
-    torch.manual_seed(seed)
-    layers = [torch.nn.Linear(features, hidden), torch.nn.ReLU()]
+def mlp(features=8, hidden=32, outputs=4, *, seed=0, dropout=0.0, framework="torch"):
+    fw = framework_module(framework)
+    fw.manual_seed(seed)
+    layers = [fw.nn.Linear(features, hidden), fw.nn.ReLU()]
     if dropout:
-        layers.append(torch.nn.Dropout(dropout))
-    layers.append(torch.nn.Linear(hidden, outputs))
-    return torch.nn.Sequential(*layers)
+        layers.append(fw.nn.Dropout(dropout))
+    layers.append(fw.nn.Linear(hidden, outputs))
+    return fw.nn.Sequential(*layers)
 
 
 def simple_loop(model, optimizer, loss_fn, x, y, *, steps=STEPS, size=BATCH):

@@ -108,7 +108,7 @@ ENTRIES = (
           category="custom autograd",
           root_cause="my ISRLU Function's backward returns the local derivative nisr**3 and "
                      "forgets to multiply it by grad_output",
-          buggy=lambda: _isrlu_model(True), fixed=lambda: _isrlu_model(False),
+          buggy=lambda _: _isrlu_model(True), fixed=lambda _: _isrlu_model(False),
           tool="check_gradients", codes=("GRADIENT_MISMATCH",),
           expected="GRADIENT_MISMATCH at '1', the ISRLU module (check_gradients)",
           location="1",
@@ -118,7 +118,7 @@ ENTRIES = (
           category="custom autograd",
           root_cause="the backward of prod does not multiply by grad_output, so the gradient of "
                      "-x.prod() comes out with the wrong sign",
-          buggy=lambda: _product_model(True), fixed=lambda: _product_model(False),
+          buggy=lambda _: _product_model(True), fixed=lambda _: _product_model(False),
           tool="check_gradients", codes=("GRADIENT_MISMATCH",),
           expected="GRADIENT_MISMATCH at 'gate' (check_gradients)",
           location="gate", status="diagnosed"),
@@ -128,7 +128,7 @@ ENTRIES = (
           root_cause="the backward of get_tot_scores returns the arc posteriors without "
                      "multiplying by the gradient at the output, so the update has the wrong "
                      "sign when the loss is minus the total score",
-          buggy=lambda: _total_scores_model(True), fixed=lambda: _total_scores_model(False),
+          buggy=lambda _: _total_scores_model(True), fixed=lambda _: _total_scores_model(False),
           tool="check_gradients", codes=("GRADIENT_MISMATCH",),
           expected="GRADIENT_MISMATCH at '3', the normalising module (check_gradients)",
           location="3",

@@ -1,47 +1,54 @@
 """Real-world bugs in the data pipeline: order, label range, scaling, splits."""
+from functools import partial
+
 import numpy as np
 
-from .case import BATCH, STEPS, Case, blobs, mlp, simple_loop, tensors, torch_module
-from .entry import Entry
+from .case import BATCH, STEPS, Case, blobs, framework_module, mlp, simple_loop, tensors
+from .entry import BACKENDS, Entry
 
 
-def _sorted_batches(shuffled):
-    torch = torch_module()
+def _sorted_batches(shuffled, framework):
+    fw = framework_module(framework)
     x, y = blobs(rows=STEPS * BATCH // 5, classes=4, seed=1)
     order = np.argsort(y, kind="stable")          # the data set as stored: sorted by class
     if shuffled:
         order = np.random.default_rng(0).permutation(len(y))
-    x, y = tensors(x[order], y[order])
-    model = mlp(outputs=4)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-    loss_fn = torch.nn.CrossEntropyLoss()
+    x, y = tensors(x[order], y[order], framework=framework)
+    model = mlp(outputs=4, framework=framework)
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.05)
+    loss_fn = fw.nn.CrossEntropyLoss()
     labels = [y[start:start + BATCH] for start in range(0, len(y), BATCH)]
     return Case(model=model, loss_fn=loss_fn, optimizer=optimizer,
                 train=simple_loop(model, optimizer, loss_fn, x, y), label_batches=labels)
 
 
-def _one_based_labels(one_based):
+def _data(framework, **arrays):
+    """``validate_data``'s keyword arguments: the arrays as the framework's tensors."""
+    return dict(zip(arrays, tensors(*arrays.values(), framework=framework)))
+
+
+def _one_based_labels(one_based, framework):
     x, y = blobs(rows=200, classes=4, seed=2)
-    return Case(data={"train_x": x, "train_y": y + 1 if one_based else y,
+    return Case(data={**_data(framework, train_x=x, train_y=y + 1 if one_based else y),
                       "num_classes": 5 if one_based else 4})
 
 
-def _pixels(scaled):
+def _pixels(scaled, framework):
     rng = np.random.default_rng(3)
     images = rng.integers(0, 256, size=(64, 3, 8, 8)).astype(np.float32)
     if scaled:
         images = (images / 255.0 - 0.5) / 0.25
-    return Case(data={"train_x": images, "train_y": rng.integers(0, 4, 64)})
+    return Case(data=_data(framework, train_x=images, train_y=rng.integers(0, 4, 64)))
 
 
-def _split(leaky):
+def _split(leaky, framework):
     x, y = blobs(rows=160, classes=4, seed=4)
     train, test = slice(0, 120), slice(120, 160)
     test_x, test_y = x[test].copy(), y[test].copy()
     if leaky:  # patches cut with overlap, then split at random: test rows also in training
         test_x[:25], test_y[:25] = x[:25], y[:25]
-    return Case(data={"train_x": x[train], "train_y": y[train], "test_x": test_x,
-                      "test_y": test_y})
+    return Case(data=_data(framework, train_x=x[train], train_y=y[train], test_x=test_x,
+                           test_y=test_y))
 
 
 ENTRIES = (
@@ -52,33 +59,34 @@ ENTRIES = (
           category="data pipeline",
           root_cause="my DataLoader had shuffle=False on data stored class by class, so every "
                      "batch held one class and validation accuracy sat at 2-3%",
-          buggy=lambda: _sorted_batches(False), fixed=lambda: _sorted_batches(True),
+          buggy=partial(_sorted_batches, False), fixed=partial(_sorted_batches, True),
           tool="label_order", codes=("LABELS_SORTED",),
           expected="LABELS_SORTED (check_batch_label_order on the loader's first batches)",
-          status="diagnosed"),
+          status="diagnosed", backends=BACKENDS),
     Entry(name="labels_start_at_one_extra_unit",
           source="https://community.deeplearning.ai/t/using-keras-tokenizer-yields-values-that-"
                  "start-at-1-rather-than-at-0/204963",
           category="data pipeline",
           root_cause="the tokenizer gives labels starting at 1, so I added one output unit "
                      "instead of subtracting 1, and unit 0 is never a target",
-          buggy=lambda: _one_based_labels(True), fixed=lambda: _one_based_labels(False),
+          buggy=partial(_one_based_labels, True), fixed=partial(_one_based_labels, False),
           tool="validate_data", codes=("LABEL_RANGE",),
-          expected="LABEL_RANGE (validate_data with num_classes)", status="diagnosed"),
+          expected="LABEL_RANGE (validate_data with num_classes)", status="diagnosed",
+          backends=BACKENDS),
     Entry(name="pixels_not_normalized",
           source="mks0601/3DMPPE_POSENET_RELEASE#69",
           category="data pipeline",
           root_cause="the images went into the network as raw 0..255 pixel values; I forgot "
                      "to divide by 255 and normalise",
-          buggy=lambda: _pixels(False), fixed=lambda: _pixels(True),
+          buggy=partial(_pixels, False), fixed=partial(_pixels, True),
           tool="validate_data", codes=("UNNORMALIZED_INPUT",),
-          expected="UNNORMALIZED_INPUT (validate_data)", status="diagnosed"),
+          expected="UNNORMALIZED_INPUT (validate_data)", status="diagnosed", backends=BACKENDS),
     Entry(name="test_rows_in_training_set",
           source="stefyste/RIAWELC#2",
           category="data pipeline",
           root_cause="overlapping patches were split at random, so test images are byte-for-"
                      "byte copies of training images and the test accuracy is inflated",
-          buggy=lambda: _split(True), fixed=lambda: _split(False),
+          buggy=partial(_split, True), fixed=partial(_split, False),
           tool="validate_data", codes=("DATA_LEAKAGE",),
-          expected="DATA_LEAKAGE (validate_data)", status="diagnosed"),
+          expected="DATA_LEAKAGE (validate_data)", status="diagnosed", backends=BACKENDS),
 )

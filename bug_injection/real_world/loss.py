@@ -1,6 +1,8 @@
 """Real-world bugs in the loss: probabilities where logits belong, shapes that broadcast."""
-from .case import Case, blobs, mlp, simple_loop, tensors, torch_module
-from .entry import Entry
+from functools import partial
+
+from .case import Case, blobs, framework_module, mlp, simple_loop, tensors, torch_module
+from .entry import BACKENDS, Entry
 
 
 def _classifier(*, head, loss, optimizer="adam", seed=11):
@@ -28,29 +30,29 @@ def _softmax_nll(bug):
     return _classifier(head=head, loss=torch.nn.NLLLoss())
 
 
-def _double_sigmoid(bug):
-    torch = torch_module()
-    nn = torch.nn
+def _double_sigmoid(bug, framework):
+    fw = framework_module(framework)
+    nn = fw.nn
     x, y = blobs(classes=2, seed=12)
-    x, y = tensors(x, y.astype("float32")[:, None])
-    torch.manual_seed(0)
+    x, y = tensors(x, y.astype("float32")[:, None], framework=framework)
+    fw.manual_seed(0)
     layers = [nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1)]
     model = nn.Sequential(*layers, nn.Sigmoid()) if bug else nn.Sequential(*layers)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    opt = fw.optim.Adam(model.parameters(), lr=3e-3)
     loss = nn.BCEWithLogitsLoss()
     return Case(model=model, optimizer=opt, loss_fn=loss, inputs=x[:16], targets=y[:16],
                 train=simple_loop(model, opt, loss, x, y))
 
 
-def _regression(bug):
-    torch = torch_module()
-    nn = torch.nn
+def _regression(bug, framework):
+    fw = framework_module(framework)
+    nn = fw.nn
     x, _ = blobs(seed=13)
     target = x[:, :3].sum(1)
-    x, t = tensors(x, target if bug else target[:, None])
-    torch.manual_seed(0)
+    x, t = tensors(x, target if bug else target[:, None], framework=framework)
+    fw.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    opt = fw.optim.Adam(model.parameters(), lr=3e-3)
     loss = nn.MSELoss()
     return Case(model=model, optimizer=opt, loss_fn=loss, inputs=x[:16], targets=t[:16],
                 train=simple_loop(model, opt, loss, x, t))
@@ -62,7 +64,7 @@ ENTRIES = (
           category="loss",
           root_cause="I put a softmax at the end of the model and fed its probabilities to "
                      "nn.CrossEntropyLoss, which applies log-softmax itself",
-          buggy=lambda: _softmax_ce(True), fixed=lambda: _softmax_ce(False),
+          buggy=lambda _: _softmax_ce(True), fixed=lambda _: _softmax_ce(False),
           tool="monitor", codes=("PROBABILITIES_AS_LOGITS",),
           expected="PROBABILITIES_AS_LOGITS at the Softmax module (Monitor): the output rows "
                    "are probabilities and the loss's gradient on them is cross-entropy's",
@@ -72,18 +74,18 @@ ENTRIES = (
           category="loss",
           root_cause="my model ends in a sigmoid and I train it with BCEWithLogitsLoss, so the "
                      "sigmoid is applied twice and the loss does not converge",
-          buggy=lambda: _double_sigmoid(True), fixed=lambda: _double_sigmoid(False),
+          buggy=partial(_double_sigmoid, True), fixed=partial(_double_sigmoid, False),
           tool="monitor", codes=("PROBABILITIES_AS_LOGITS",),
           expected="PROBABILITIES_AS_LOGITS at the Sigmoid module (Monitor): the loss's "
                    "autograd graph feeds SigmoidBackward0 to "
                    "BinaryCrossEntropyWithLogitsBackward0",
-          location="3", status="diagnosed"),
+          location="3", status="diagnosed", backends=BACKENDS),
     Entry(name="softmax_into_nll_loss",
           source="AnubhavGupta3377/Text-Classification-Models-Pytorch#9; clvrai/ACGAN-PyTorch#4",
           category="loss",
           root_cause="my model ends in softmax, not log_softmax, and I train it with NLLLoss, so "
                      "the loss is negative and pushes probabilities instead of log-probabilities",
-          buggy=lambda: _softmax_nll(True), fixed=lambda: _softmax_nll(False),
+          buggy=lambda _: _softmax_nll(True), fixed=lambda _: _softmax_nll(False),
           tool="monitor", codes=("PROBABILITIES_AS_LOGITS",),
           expected="PROBABILITIES_AS_LOGITS at the Softmax module (Monitor): probability rows, "
                    "a gradient that picks the target's entry as NLLLoss does, a negative loss",
@@ -93,7 +95,7 @@ ENTRIES = (
           category="loss",
           root_cause="my regression head outputs (N, 1) and the targets are (N,), so MSELoss "
                      "broadcasts to (N, N) and compares every output with every target",
-          buggy=lambda: _regression(True), fixed=lambda: _regression(False),
+          buggy=partial(_regression, True), fixed=partial(_regression, False),
           tool="preflight", codes=("SHAPE_BROADCAST",),
-          expected="SHAPE_BROADCAST (preflight)", status="diagnosed"),
+          expected="SHAPE_BROADCAST (preflight)", status="diagnosed", backends=BACKENDS),
 )

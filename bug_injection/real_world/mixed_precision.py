@@ -70,7 +70,7 @@ ENTRIES = (
           category="mixed precision",
           root_cause="I clip with clip_grad_norm_ before scaler.unscale_, so the threshold "
                      "applies to gradients scaled by 65536 and the loss stops decreasing",
-          buggy=lambda: _clipping(True), fixed=lambda: _clipping(False),
+          buggy=lambda _: _clipping(True), fixed=lambda _: _clipping(False),
           tool="monitor", codes=("CLIP_BEFORE_UNSCALE",),
           expected="CLIP_BEFORE_UNSCALE (Monitor given the scaler)", status="diagnosed",
           location="optimizer"),
@@ -79,7 +79,7 @@ ENTRIES = (
           category="mixed precision",
           root_cause="I train a model.half() with Adam's default eps=1e-8, which is 0 in "
                      "float16, so the update divides by zero and the loss turns NaN",
-          buggy=lambda: _half_adam(True), fixed=lambda: _half_adam(False),
+          buggy=lambda _: _half_adam(True), fixed=lambda _: _half_adam(False),
           tool="monitor", codes=("EPS_UNDERFLOWS",),
           expected="EPS_UNDERFLOWS (Monitor, at the first step, before the NaN)",
           status="diagnosed", location="optimizer"),
@@ -88,7 +88,7 @@ ENTRIES = (
           category="mixed precision",
           root_cause="opt.zero_grad() sits in the branch for bfloat16 disabled, so with "
                      "bfloat16 enabled gradients accumulate silently",
-          buggy=lambda: _bf16_path(True), fixed=lambda: _bf16_path(False),
+          buggy=lambda _: _bf16_path(True), fixed=lambda _: _bf16_path(False),
           tool="monitor", codes=("STALE_GRADIENTS",),
           expected="STALE_GRADIENTS (Monitor)", status="diagnosed"),
 )

@@ -1,8 +1,10 @@
 """Real-world bugs in the model definition: axes, masks, registration, cut graphs."""
+from functools import partial
+
 import numpy as np
 
-from .case import Case, blobs, simple_loop, tensors, torch_module
-from .entry import Entry
+from .case import Case, blobs, framework_module, simple_loop, tensors, torch_module
+from .entry import BACKENDS, Entry
 
 
 def _sequences(rows=24, steps=6, features=5, *, seed=5):
@@ -142,9 +144,9 @@ def _weak_mask(masked_value):
     return Case(model=model, inputs=ids, causal=True)
 
 
-def _python_list(registered):
-    torch = torch_module()
-    nn = torch.nn
+def _python_list(registered, framework):
+    fw = framework_module(framework)
+    nn = fw.nn
 
     class Net(nn.Module):
         def __init__(self):
@@ -155,13 +157,13 @@ def _python_list(registered):
 
         def forward(self, x):
             for layer in self.hidden:
-                x = torch.relu(layer(x))
+                x = layer(x).relu()
             return self.head(x)
 
-    torch.manual_seed(0)
+    fw.manual_seed(0)
     model = Net()
-    x, y = tensors(*blobs(seed=8))
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    x, y = tensors(*blobs(seed=8), framework=framework)
+    optimizer = fw.optim.Adam(model.parameters(), lr=3e-3)
     loss_fn = nn.CrossEntropyLoss()
     return Case(model=model, optimizer=optimizer, loss_fn=loss_fn,
                 train=simple_loop(model, optimizer, loss_fn, x, y))
@@ -196,9 +198,9 @@ def _flattened_features(permuted):
                 targets=labels)
 
 
-def _detached_adjacency(detached):
-    torch = torch_module()
-    nn = torch.nn
+def _detached_adjacency(detached, framework):
+    fw = framework_module(framework)
+    nn = fw.nn
 
     class GraphHead(nn.Module):
         """A-GCN: an adjacency between label nodes, built by W_theta and W_phi from the label
@@ -206,21 +208,21 @@ def _detached_adjacency(detached):
 
         def __init__(self):
             super().__init__()
-            self.labels = nn.Parameter(torch.randn(4, 8))
+            self.labels = nn.Parameter(fw.randn(4, 8))
             self.theta = nn.Linear(8, 6)
             self.phi = nn.Linear(8, 6)
             self.features = nn.Linear(8, 8)
 
         def forward(self, x):
-            adj = torch.softmax(self.theta(self.labels) @ self.phi(self.labels).T, dim=1)
+            adj = (self.theta(self.labels) @ self.phi(self.labels).T).softmax(dim=1)
             if detached:
                 adj = adj.detach()
             return self.features(x) @ (adj @ self.labels + self.labels).T
 
-    torch.manual_seed(0)
+    fw.manual_seed(0)
     model = GraphHead()
-    x, y = tensors(*blobs(seed=10))
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    x, y = tensors(*blobs(seed=10), framework=framework)
+    optimizer = fw.optim.Adam(model.parameters(), lr=3e-3)
     loss_fn = nn.CrossEntropyLoss()
     return Case(model=model, optimizer=optimizer, loss_fn=loss_fn,
                 train=simple_loop(model, optimizer, loss_fn, x, y))
@@ -233,7 +235,7 @@ ENTRIES = (
           category="model definition",
           root_cause="I set batch_first=True on the CRNN's LSTM for deployment but still feed "
                      "it (seq, batch, features), so it runs along the batch",
-          buggy=lambda: _crnn(True), fixed=lambda: _crnn(False),
+          buggy=lambda _: _crnn(True), fixed=lambda _: _crnn(False),
           tool="batch_independence", codes=("BATCH_MIXING",),
           expected="BATCH_MIXING (check_batch_independence; no module named: the LSTM's "
                    "input is not batch-first, so the mixing is located only to the model)",
@@ -243,7 +245,7 @@ ENTRIES = (
           category="model definition",
           root_cause="the tokens are prepared batch-first but nn.MultiheadAttention was built "
                      "with the default batch_first=False, so it attends across the batch",
-          buggy=lambda: _attention(False), fixed=lambda: _attention(True),
+          buggy=lambda _: _attention(False), fixed=lambda _: _attention(True),
           tool="batch_independence", codes=("BATCH_MIXING",),
           expected="BATCH_MIXING at 'attn' (check_batch_independence)",
           location="attn", status="diagnosed"),
@@ -252,7 +254,7 @@ ENTRIES = (
           category="model definition",
           root_cause="I used view to turn (queries, batch, dim) into (batch, queries, dim), "
                      "which reshuffles queries of different images instead of transposing",
-          buggy=lambda: _queries(False), fixed=lambda: _queries(True),
+          buggy=lambda _: _queries(False), fixed=lambda _: _queries(True),
           tool="batch_independence", codes=("BATCH_MIXING",),
           expected="BATCH_MIXING (check_batch_independence)", status="diagnosed"),
     Entry(name="causal_mask_missing",
@@ -260,7 +262,7 @@ ENTRIES = (
           category="model definition",
           root_cause="my decoder is not causal: each position sees the tokens after it, so "
                      "the language-model loss collapses to almost zero",
-          buggy=lambda: _causal_lm(False), fixed=lambda: _causal_lm(True),
+          buggy=lambda _: _causal_lm(False), fixed=lambda _: _causal_lm(True),
           tool="batch_independence", codes=("CAUSALITY_LEAK",),
           expected="CAUSALITY_LEAK at the last self-attention layer (check_batch_independence, "
                    "causal=True)",
@@ -272,7 +274,7 @@ ENTRIES = (
           root_cause="the causal mask sets future scores to -1e4 instead of -inf; training drove "
                      "the real scores below -1e4, so attention goes to the future tokens and "
                      "training loss is near zero while generation fails",
-          buggy=lambda: _weak_mask(-1e4), fixed=lambda: _weak_mask(float("-inf")),
+          buggy=lambda _: _weak_mask(-1e4), fixed=lambda _: _weak_mask(float("-inf")),
           tool="batch_independence", codes=("CAUSALITY_LEAK",),
           expected="CAUSALITY_LEAK at 'attn' (check_batch_independence, causal=True)",
           location="attn",
@@ -282,15 +284,16 @@ ENTRIES = (
           category="model definition",
           root_cause="I kept the hidden layers in a plain Python list instead of nn.ModuleList, "
                      "so model.parameters() misses them and the optimizer never trains them",
-          buggy=lambda: _python_list(False), fixed=lambda: _python_list(True),
+          buggy=partial(_python_list, False), fixed=partial(_python_list, True),
           tool="monitor", codes=("UNREGISTERED_PARAMETERS",),
-          expected="UNREGISTERED_PARAMETERS (Monitor)", status="diagnosed"),
+          expected="UNREGISTERED_PARAMETERS (Monitor)", status="diagnosed",
+          backends=BACKENDS),
     Entry(name="view_instead_of_permute_features",
           source="fawazsammani/knowing-when-to-look-adaptive-attention#6",
           category="model definition",
           root_cause="I reshaped conv features (batch, channels, h, w) with view(batch, pixels, "
                      "channels) without permuting, so features act as pixels",
-          buggy=lambda: _flattened_features(False), fixed=lambda: _flattened_features(True),
+          buggy=lambda _: _flattened_features(False), fixed=lambda _: _flattened_features(True),
           tool="preflight", codes=("VIEW_SCRAMBLES_AXES",),
           expected="VIEW_SCRAMBLES_AXES in the Captioner (preflight): view turns (8, 6, 4, 4) "
                    "into (8, 16, 6), the input's axes [0] [1] [2,3] in the order [0] [2,3] [1]",
@@ -300,7 +303,8 @@ ENTRIES = (
           category="model definition",
           root_cause="I detached the adjacency matrix, so W_theta and W_phi that build it never "
                      "receive a gradient",
-          buggy=lambda: _detached_adjacency(True), fixed=lambda: _detached_adjacency(False),
+          buggy=partial(_detached_adjacency, True), fixed=partial(_detached_adjacency, False),
           tool="monitor", codes=("NO_GRADIENT",),
-          expected="NO_GRADIENT at theta/phi (Monitor)", status="diagnosed"),
+          expected="NO_GRADIENT at theta/phi (Monitor)", status="diagnosed",
+          backends=BACKENDS),
 )

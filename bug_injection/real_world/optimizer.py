@@ -1,6 +1,9 @@
 """Real-world bugs in the optimizer and the scheduler."""
-from .case import STEPS, Case, batches, blobs, mlp, simple_loop, tensors, torch_module
-from .entry import Entry
+from functools import partial
+
+from .case import (STEPS, Case, batches, blobs, framework_module, mlp, simple_loop, tensors,
+                   torch_module)
+from .entry import BACKENDS, Entry
 
 EPOCH = 8     # batches per epoch in these reproductions
 
@@ -25,15 +28,15 @@ def _scheduler(per_batch):
     return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
 
 
-def _two_instances(bug):
-    torch = torch_module()
-    first = mlp(outputs=4, seed=0)
-    opt = torch.optim.SGD(first.parameters(), lr=0.05)
-    model = mlp(outputs=4, seed=1)          # instantiated again further down the notebook
+def _two_instances(bug, framework):
+    fw = framework_module(framework)
+    first = mlp(outputs=4, seed=0, framework=framework)
+    opt = fw.optim.SGD(first.parameters(), lr=0.05)
+    model = mlp(outputs=4, seed=1, framework=framework)  # instantiated again further down
     if not bug:
-        opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    x, y = tensors(*blobs(seed=15))
-    loss_fn = torch.nn.CrossEntropyLoss()
+        opt = fw.optim.SGD(model.parameters(), lr=0.05)
+    x, y = tensors(*blobs(seed=15), framework=framework)
+    loss_fn = fw.nn.CrossEntropyLoss()
     return Case(model=model, optimizer=opt, loss_fn=loss_fn,
                 train=simple_loop(model, opt, loss_fn, x, y))
 
@@ -64,7 +67,7 @@ ENTRIES = (
           category="optimizer and scheduler",
           root_cause="the scheduler was stepped in the batch loop instead of the epoch loop, so "
                      "the learning rate decays after every batch instead of every epoch",
-          buggy=lambda: _scheduler(True), fixed=lambda: _scheduler(False),
+          buggy=lambda _: _scheduler(True), fixed=lambda _: _scheduler(False),
           tool="monitor", codes=("LR_SCHEDULE_TOO_FAST",),
           expected="LR_SCHEDULE_TOO_FAST (Monitor)", status="diagnosed"),
     Entry(name="optimizer_on_first_model_instance",
@@ -72,15 +75,15 @@ ENTRIES = (
           category="optimizer and scheduler",
           root_cause="I instantiated the model twice and built the optimizer on the first "
                      "instance, so the model I train never changes",
-          buggy=lambda: _two_instances(True), fixed=lambda: _two_instances(False),
+          buggy=partial(_two_instances, True), fixed=partial(_two_instances, False),
           tool="monitor", codes=("PARAMS_NOT_UPDATING",),
-          expected="PARAMS_NOT_UPDATING (Monitor)", status="diagnosed"),
+          expected="PARAMS_NOT_UPDATING (Monitor)", status="diagnosed", backends=BACKENDS),
     Entry(name="scheduler_step_without_optimizer_step",
           source="pytorch/pytorch#3814",
           category="optimizer and scheduler",
           root_cause="I called scheduler.step() thinking it also steps the optimizer, so the "
                      "weights never changed",
-          buggy=lambda: _scheduler_only(True), fixed=lambda: _scheduler_only(False),
+          buggy=lambda _: _scheduler_only(True), fixed=lambda _: _scheduler_only(False),
           tool="monitor", codes=("PARAMS_NOT_UPDATING",),
           expected="PARAMS_NOT_UPDATING (Monitor)", status="diagnosed"),
 )

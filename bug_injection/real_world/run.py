@@ -1,4 +1,4 @@
-"""Run one corpus entry's twin through its tool and say what the tool found.
+"""Run one corpus entry's twin, built in one backend, through its tool; say what it found.
 
 The verdict of a buggy twin: ``"diagnosed"`` when a warning or error carries one of the
 entry's codes, ``"symptom"`` when only other warnings or errors appear, ``"missed"`` when
@@ -18,10 +18,11 @@ ALARMS = ("warning", "error")
 
 @dataclass
 class Run:
-    """One twin through one tool: the findings, the alarm codes, the verdict."""
+    """One twin in one backend through one tool: the findings, the alarm codes, the verdict."""
 
     entry: object
     twin: str                    # "buggy" or "fixed"
+    backend: str                 # "torch" or "minigrad"
     verdict: str                 # diagnosed / symptom / missed, or clean / false alarm / error
     codes: list = field(default_factory=list)
     findings: list = field(default_factory=list)
@@ -29,17 +30,22 @@ class Run:
     seconds: float = 0.0
 
 
-def run_entry(entry, twin="buggy"):
-    """Build ``entry``'s ``twin`` (``"buggy"`` or ``"fixed"``), run its tool, judge."""
+def run_entry(entry, twin="buggy", backend="torch"):
+    """Build ``entry``'s ``twin`` (``"buggy"`` or ``"fixed"``) in ``backend`` (``"torch"`` or
+    ``"minigrad"``, one of ``entry.backends``), run its tool, judge."""
     if twin not in ("buggy", "fixed"):
         raise ValueError(f"twin: expected 'buggy' or 'fixed', got {twin!r}")
+    if backend not in entry.backends:
+        raise ValueError(f"backend: {entry.name} is reproduced on {', '.join(entry.backends)}, "
+                         f"got {backend!r}")
     start = time.perf_counter()
     with torch_threads(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            findings = list(TOOLS[entry.tool](getattr(entry, twin)()))
+            findings = list(TOOLS[entry.tool](entry.build(twin, backend)))
         except Exception as error:  # a crash is this run's verdict; the hunt goes on
-            return Run(entry, twin, "error", message=f"{type(error).__name__}: {error}",
+            return Run(entry, twin, backend, "error",
+                       message=f"{type(error).__name__}: {error}",
                        seconds=time.perf_counter() - start)
     codes = list(dict.fromkeys(f.code for f in findings if f.severity in ALARMS))
     if twin == "fixed":
@@ -49,7 +55,8 @@ def run_entry(entry, twin="buggy"):
         verdict = "diagnosed"
     else:
         verdict = "symptom" if codes else "missed"
-    return Run(entry, twin, verdict, codes, findings, seconds=time.perf_counter() - start)
+    return Run(entry, twin, backend, verdict, codes, findings,
+               seconds=time.perf_counter() - start)
 
 
 def _monitor(case):

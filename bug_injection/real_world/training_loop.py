@@ -1,14 +1,16 @@
 """Real-world bugs in the training loop: gradients, graphs and modes across steps."""
-from .case import BATCH, Case, batches, blobs, mlp, tensors, torch_module
-from .entry import Entry
+from functools import partial
+
+from .case import BATCH, Case, batches, blobs, framework_module, mlp, tensors
+from .entry import BACKENDS, Entry
 
 
-def _zero_grad(bug):
-    torch = torch_module()
-    model = mlp(outputs=4)
-    x, y = tensors(*blobs(seed=17))
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    loss_fn = torch.nn.CrossEntropyLoss()
+def _zero_grad(bug, framework):
+    fw = framework_module(framework)
+    model = mlp(outputs=4, framework=framework)
+    x, y = tensors(*blobs(seed=17), framework=framework)
+    opt = fw.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    loss_fn = fw.nn.CrossEntropyLoss()
 
     def train(after_step):
         for _, start, stop in batches(len(x)):
@@ -21,12 +23,12 @@ def _zero_grad(bug):
     return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
 
 
-def _loss_total(bug):
-    torch = torch_module()
-    model = mlp(outputs=4)
-    x, y = tensors(*blobs(seed=18))
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    loss_fn = torch.nn.CrossEntropyLoss()
+def _loss_total(bug, framework):
+    fw = framework_module(framework)
+    model = mlp(outputs=4, framework=framework)
+    x, y = tensors(*blobs(seed=18), framework=framework)
+    opt = fw.optim.Adam(model.parameters(), lr=3e-3)
+    loss_fn = fw.nn.CrossEntropyLoss()
 
     def train(after_step):
         total = 0.0
@@ -40,12 +42,12 @@ def _loss_total(bug):
     return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
 
 
-def _accumulation(bug, micro=4):
-    torch = torch_module()
-    model = mlp(outputs=4)
-    x, y = tensors(*blobs(seed=19))
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    loss_fn = torch.nn.CrossEntropyLoss()
+def _accumulation(bug, framework, micro=4):
+    fw = framework_module(framework)
+    model = mlp(outputs=4, framework=framework)
+    x, y = tensors(*blobs(seed=19), framework=framework)
+    opt = fw.optim.SGD(model.parameters(), lr=0.05)
+    loss_fn = fw.nn.CrossEntropyLoss()
 
     def train(after_step):
         opt.zero_grad()
@@ -61,12 +63,12 @@ def _accumulation(bug, micro=4):
     return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
 
 
-def _epoch_start_zero_grad(bug, micro=4, per_epoch=10):
-    torch = torch_module()
-    model = mlp(outputs=4)
-    x, y = tensors(*blobs(rows=per_epoch * 4, seed=28))
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    loss_fn = torch.nn.CrossEntropyLoss()
+def _epoch_start_zero_grad(bug, framework, micro=4, per_epoch=10):
+    fw = framework_module(framework)
+    model = mlp(outputs=4, framework=framework)
+    x, y = tensors(*blobs(rows=per_epoch * 4, seed=28), framework=framework)
+    opt = fw.optim.SGD(model.parameters(), lr=0.05)
+    loss_fn = fw.nn.CrossEntropyLoss()
 
     def train(after_step):
         seen = last_step = 0
@@ -86,13 +88,13 @@ def _epoch_start_zero_grad(bug, micro=4, per_epoch=10):
     return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
 
 
-def _validation_mode(bug):
-    torch = torch_module()
-    model = mlp(outputs=4, dropout=0.5)
-    x, y = tensors(*blobs(rows=160, seed=20))
+def _validation_mode(bug, framework):
+    fw = framework_module(framework)
+    model = mlp(outputs=4, dropout=0.5, framework=framework)
+    x, y = tensors(*blobs(rows=160, seed=20), framework=framework)
     train_x, train_y, val_x = x[:128], y[:128], x[128:]
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    loss_fn = torch.nn.CrossEntropyLoss()
+    opt = fw.optim.Adam(model.parameters(), lr=3e-3)
+    loss_fn = fw.nn.CrossEntropyLoss()
 
     def train(after_step):
         model.train()                         # once, before the epoch loop
@@ -104,7 +106,7 @@ def _validation_mode(bug):
             after_step(loss)
             if (step + 1) % 8 == 0:           # validate every "epoch"
                 model.eval()
-                with torch.no_grad():
+                with fw.no_grad():
                     model(val_x)
                 if not bug:
                     model.train()
@@ -117,43 +119,43 @@ ENTRIES = (
           category="training loop",
           root_cause="optimizer.zero_grad() is never called, so every step applies the sum of "
                      "all gradients so far",
-          buggy=lambda: _zero_grad(True), fixed=lambda: _zero_grad(False),
+          buggy=partial(_zero_grad, True), fixed=partial(_zero_grad, False),
           tool="monitor", codes=("STALE_GRADIENTS",),
-          expected="STALE_GRADIENTS (Monitor)", status="diagnosed"),
+          expected="STALE_GRADIENTS (Monitor)", status="diagnosed", backends=BACKENDS),
     Entry(name="running_loss_keeps_graph",
           source="thuml/AutoTimes#21; deepspeedai/DeepSpeedExamples#824",
           category="training loop",
           root_cause="I accumulate loss_val += loss as a tensor for logging, which keeps every "
                      "step's graph alive until memory runs out",
-          buggy=lambda: _loss_total(True), fixed=lambda: _loss_total(False),
+          buggy=partial(_loss_total, True), fixed=partial(_loss_total, False),
           tool="monitor", codes=("GRAPH_RETAINED",),
-          expected="GRAPH_RETAINED (Monitor)", status="diagnosed"),
+          expected="GRAPH_RETAINED (Monitor)", status="diagnosed", backends=BACKENDS),
     Entry(name="zero_grad_every_microbatch",
           source="bytetriper/RAE#67",
           category="training loop",
           root_cause="zero_grad is called inside the micro-batch loop, so gradient accumulation "
                      "keeps only the last micro-batch",
-          buggy=lambda: _accumulation(True), fixed=lambda: _accumulation(False),
+          buggy=partial(_accumulation, True), fixed=partial(_accumulation, False),
           tool="monitor", codes=("ACCUMULATION_DISCARDED",),
-          expected="ACCUMULATION_DISCARDED (Monitor)", status="diagnosed"),
+          expected="ACCUMULATION_DISCARDED (Monitor)", status="diagnosed", backends=BACKENDS),
     Entry(name="epoch_start_zero_grad_drops_accumulation",
           source="ultralytics/ultralytics#11217",
           category="training loop",
           root_cause="zero_grad is called at the start of every epoch as well as after each "
                      "optimizer step, so with gradient accumulation the batches at the end of "
                      "an epoch that did not fill a window are thrown away",
-          buggy=lambda: _epoch_start_zero_grad(True), fixed=lambda: _epoch_start_zero_grad(False),
+          buggy=partial(_epoch_start_zero_grad, True), fixed=partial(_epoch_start_zero_grad, False),
           tool="monitor", codes=("ACCUMULATION_DISCARDED",),
-          expected="ACCUMULATION_DISCARDED (Monitor)", status="diagnosed"),
+          expected="ACCUMULATION_DISCARDED (Monitor)", status="diagnosed", backends=BACKENDS),
     Entry(name="train_mode_not_restored_after_validation",
           source="fartashf/vsepp#4",
           category="training loop",
           root_cause="validation calls model.eval() but model.train() is only called before "
                      "the epoch loop, so dropout and batch norm stay off after the first "
                      "validation",
-          buggy=lambda: _validation_mode(True), fixed=lambda: _validation_mode(False),
+          buggy=partial(_validation_mode, True), fixed=partial(_validation_mode, False),
           tool="monitor", codes=("TRAINING_IN_EVAL_MODE",),
           expected="TRAINING_IN_EVAL_MODE (Monitor): model.eval() at the validation of step 8, "
                    "dropout off for the 32 training steps after it",
-          status="diagnosed"),
+          status="diagnosed", backends=BACKENDS),
 )

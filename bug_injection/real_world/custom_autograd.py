@@ -1,18 +1,34 @@
-"""Real-world bugs in custom autograd Functions: backward passes that drop grad_output."""
-from .case import Case, blobs, tensors, torch_module
-from .entry import Entry
+"""Real-world bugs in custom autograd Functions: backward passes that drop grad_output.
+
+Each Function is written for torch (``torch.autograd.Function``: tensors in ``forward``) and,
+for its minigrad twin, for minigrad (``minigrad.Function``: NumPy arrays in ``forward`` and
+``backward``); the backward, where the bug sits, is the same line in both.
+"""
+from functools import partial
+
+import numpy as np
+
+from .case import Case, blobs, framework_module, tensors
+from .entry import BACKENDS, Entry
 
 
-def _isrlu_model(bug):
-    torch = torch_module()
-    nn = torch.nn
+def _function_base(framework):
+    fw = framework_module(framework)
+    return fw.autograd.Function if framework == "torch" else fw.Function
 
-    class ISRLUFunction(torch.autograd.Function):
+
+def _isrlu_model(bug, framework):
+    fw = framework_module(framework)
+    nn = fw.nn
+    on_torch = framework == "torch"
+
+    class ISRLUFunction(_function_base(framework)):
         """ISRLU(x) = x / sqrt(1 + alpha x^2) for x < 0, x otherwise."""
 
         @staticmethod
         def forward(ctx, x, alpha=1.0):
-            nisr = torch.rsqrt(1.0 + alpha * torch.clamp(x, max=0) ** 2)
+            nisr = (fw.rsqrt(1.0 + alpha * fw.clamp(x, max=0) ** 2) if on_torch
+                    else 1.0 / np.sqrt(1.0 + alpha * np.minimum(x, 0) ** 2))
             ctx.save_for_backward(nisr)
             return x * nisr
 
@@ -23,29 +39,33 @@ def _isrlu_model(bug):
 
     class ISRLU(nn.Module):
         def forward(self, x):
-            return ISRLUFunction.apply(x)
+            return ISRLUFunction.apply(x, 1.0)
 
-    torch.manual_seed(0)
+    fw.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), ISRLU(), nn.Linear(16, 4))
-    x, y = tensors(*blobs(seed=22))
+    x, y = tensors(*blobs(seed=22), framework=framework)
     return Case(model=model, loss_fn=nn.CrossEntropyLoss(), inputs=x[:8], targets=y[:8])
 
 
-def _product_model(bug):
-    torch = torch_module()
-    nn = torch.nn
+def _product_model(bug, framework):
+    fw = framework_module(framework)
+    nn = fw.nn
+    on_torch = framework == "torch"
 
-    class ProdFunction(torch.autograd.Function):
+    def row_product(x):
+        return x.prod(dim=1, keepdim=True) if on_torch else x.prod(axis=1, keepdims=True)
+
+    class ProdFunction(_function_base(framework)):
         @staticmethod
         def forward(ctx, x):
             ctx.save_for_backward(x)
-            return x.prod(dim=1, keepdim=True)
+            return row_product(x)
 
         @staticmethod
         def backward(ctx, grad):
             (x,) = ctx.saved_tensors
-            partial = x.prod(dim=1, keepdim=True) / x
-            return partial if bug else grad * partial
+            others = row_product(x) / x
+            return others if bug else grad * others
 
     class Gate(nn.Module):
         """A multiplicative gate: the product of a few squashed features."""
@@ -55,7 +75,7 @@ def _product_model(bug):
             self.proj = nn.Linear(8, 3)
 
         def forward(self, x):
-            return ProdFunction.apply(torch.sigmoid(self.proj(x)) + 0.5)
+            return ProdFunction.apply(self.proj(x).sigmoid() + 0.5)
 
     class Net(nn.Module):
         def __init__(self):
@@ -66,28 +86,39 @@ def _product_model(bug):
         def forward(self, x):
             return self.body(x) * -self.gate(x)
 
-    torch.manual_seed(0)
-    x, y = tensors(*blobs(seed=23))
+    fw.manual_seed(0)
+    x, y = tensors(*blobs(seed=23), framework=framework)
     return Case(model=Net(), loss_fn=nn.CrossEntropyLoss(), inputs=x[:8], targets=y[:8])
 
 
-def _total_scores_model(bug):
-    torch = torch_module()
-    nn = torch.nn
+def _nll_loss(log_probs, targets):
+    """minigrad has no NLLLoss: minus the mean log-probability of the targets."""
+    return -log_probs.gather(1, targets[:, None]).mean()
 
-    class TotScores(torch.autograd.Function):
+
+def _total_scores_model(bug, framework):
+    fw = framework_module(framework)
+    nn = fw.nn
+    on_torch = framework == "torch"
+
+    class TotScores(_function_base(framework)):
         """The total score log(sum(exp(arc scores))); its derivative is the arc posterior."""
 
         @staticmethod
         def forward(ctx, scores):
-            total = torch.logsumexp(scores, dim=1)
+            if on_torch:
+                total = fw.logsumexp(scores, dim=1)
+            else:
+                top = scores.max(axis=1)
+                total = top + np.log(np.exp(scores - top[:, None]).sum(axis=1))
             ctx.save_for_backward(scores, total)
             return total
 
         @staticmethod
         def backward(ctx, grad):
             scores, total = ctx.saved_tensors
-            posterior = (scores - total[:, None]).exp()
+            posterior = (scores - total[:, None]).exp() if on_torch else np.exp(
+                scores - total[:, None])
             return posterior if bug else grad[:, None] * posterior
 
     class Normalise(nn.Module):
@@ -96,10 +127,11 @@ def _total_scores_model(bug):
         def forward(self, scores):
             return scores - TotScores.apply(scores)[:, None]
 
-    torch.manual_seed(0)
+    fw.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4), Normalise())
-    x, y = tensors(*blobs(seed=29))
-    return Case(model=model, loss_fn=nn.NLLLoss(), inputs=x[:8], targets=y[:8])
+    x, y = tensors(*blobs(seed=29), framework=framework)
+    return Case(model=model, loss_fn=nn.NLLLoss() if on_torch else _nll_loss, inputs=x[:8],
+                targets=y[:8])
 
 
 ENTRIES = (
@@ -108,29 +140,27 @@ ENTRIES = (
           category="custom autograd",
           root_cause="my ISRLU Function's backward returns the local derivative nisr**3 and "
                      "forgets to multiply it by grad_output",
-          buggy=lambda _: _isrlu_model(True), fixed=lambda _: _isrlu_model(False),
+          buggy=partial(_isrlu_model, True), fixed=partial(_isrlu_model, False),
           tool="check_gradients", codes=("GRADIENT_MISMATCH",),
           expected="GRADIENT_MISMATCH at '1', the ISRLU module (check_gradients)",
-          location="1",
-          status="diagnosed"),
+          location="1", status="diagnosed", backends=BACKENDS),
     Entry(name="prod_backward_drops_sign",
           source="pytorch/pytorch#995",
           category="custom autograd",
           root_cause="the backward of prod does not multiply by grad_output, so the gradient of "
                      "-x.prod() comes out with the wrong sign",
-          buggy=lambda _: _product_model(True), fixed=lambda _: _product_model(False),
+          buggy=partial(_product_model, True), fixed=partial(_product_model, False),
           tool="check_gradients", codes=("GRADIENT_MISMATCH",),
           expected="GRADIENT_MISMATCH at 'gate' (check_gradients)",
-          location="gate", status="diagnosed"),
+          location="gate", status="diagnosed", backends=BACKENDS),
     Entry(name="total_score_backward_ignores_gradient",
           source="k2-fsa/k2#341",
           category="custom autograd",
           root_cause="the backward of get_tot_scores returns the arc posteriors without "
                      "multiplying by the gradient at the output, so the update has the wrong "
                      "sign when the loss is minus the total score",
-          buggy=lambda _: _total_scores_model(True), fixed=lambda _: _total_scores_model(False),
+          buggy=partial(_total_scores_model, True), fixed=partial(_total_scores_model, False),
           tool="check_gradients", codes=("GRADIENT_MISMATCH",),
           expected="GRADIENT_MISMATCH at '3', the normalising module (check_gradients)",
-          location="3",
-          status="diagnosed"),
+          location="3", status="diagnosed", backends=BACKENDS),
 )

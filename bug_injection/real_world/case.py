@@ -91,6 +91,11 @@ def mlp(features=8, hidden=32, outputs=4, *, seed=0, dropout=0.0, framework="tor
     return fw.nn.Sequential(*layers)
 
 
+def nll_loss(log_probs, targets):
+    """``nn.NLLLoss()`` for minigrad, which lacks it: minus the mean target log-probability."""
+    return -log_probs.gather(1, targets[:, None]).mean()
+
+
 def simple_loop(model, optimizer, loss_fn, x, y, *, steps=STEPS, size=BATCH):
     """The plain loop: zero_grad, forward, loss, backward, step."""
     def train(after_step):

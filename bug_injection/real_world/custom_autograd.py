@@ -8,7 +8,7 @@ from functools import partial
 
 import numpy as np
 
-from .case import Case, blobs, framework_module, tensors
+from .case import Case, blobs, framework_module, nll_loss, tensors
 from .entry import BACKENDS, Entry
 
 
@@ -91,11 +91,6 @@ def _product_model(bug, framework):
     return Case(model=Net(), loss_fn=nn.CrossEntropyLoss(), inputs=x[:8], targets=y[:8])
 
 
-def _nll_loss(log_probs, targets):
-    """minigrad has no NLLLoss: minus the mean log-probability of the targets."""
-    return -log_probs.gather(1, targets[:, None]).mean()
-
-
 def _total_scores_model(bug, framework):
     fw = framework_module(framework)
     nn = fw.nn
@@ -130,7 +125,7 @@ def _total_scores_model(bug, framework):
     fw.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4), Normalise())
     x, y = tensors(*blobs(seed=29), framework=framework)
-    return Case(model=model, loss_fn=nn.NLLLoss() if on_torch else _nll_loss, inputs=x[:8],
+    return Case(model=model, loss_fn=nn.NLLLoss() if on_torch else nll_loss, inputs=x[:8],
                 targets=y[:8])
 
 

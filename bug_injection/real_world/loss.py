@@ -1,33 +1,48 @@
-"""Real-world bugs in the loss: probabilities where logits belong, shapes that broadcast."""
+"""Real-world bugs in the loss: probabilities where logits belong, shapes that broadcast.
+
+minigrad has no ``nn.Softmax``, ``nn.LogSoftmax`` or ``nn.NLLLoss``; the minigrad twins of
+the softmax entries use the one-line module and loss function a minigrad user writes instead.
+"""
 from functools import partial
 
-from .case import Case, blobs, framework_module, mlp, simple_loop, tensors, torch_module
+from .case import Case, blobs, framework_module, mlp, nll_loss, simple_loop, tensors
 from .entry import BACKENDS, Entry
 
 
-def _classifier(*, head, loss, optimizer="adam", seed=11):
+def _classifier(framework, *, head, loss, optimizer="adam", seed=11):
     """An MLP classifier with ``head`` applied to its logits, trained with ``loss``."""
-    torch = torch_module()
-    nn = torch.nn
-    body = mlp(outputs=4, seed=0)
+    fw = framework_module(framework)
+    nn = fw.nn
+    body = mlp(outputs=4, seed=0, framework=framework)
     model = nn.Sequential(body, head) if head is not None else body
-    x, y = tensors(*blobs(seed=seed))
-    opt = (torch.optim.Adam(model.parameters(), lr=3e-3) if optimizer == "adam"
-           else torch.optim.SGD(model.parameters(), lr=0.1))
+    x, y = tensors(*blobs(seed=seed), framework=framework)
+    opt = (fw.optim.Adam(model.parameters(), lr=3e-3) if optimizer == "adam"
+           else fw.optim.SGD(model.parameters(), lr=0.1))
     return Case(model=model, optimizer=opt, loss_fn=loss, inputs=x[:16], targets=y[:16],
                 train=simple_loop(model, opt, loss, x, y))
 
 
-def _softmax_ce(bug):
-    torch = torch_module()
-    return _classifier(head=torch.nn.Softmax(dim=1) if bug else None,
-                       loss=torch.nn.CrossEntropyLoss())
+def _softmax(framework, *, log=False):
+    """``nn.Softmax(dim=1)`` (``nn.LogSoftmax``), or on minigrad the module a user writes."""
+    nn = framework_module(framework).nn
+    if framework == "torch":
+        return nn.LogSoftmax(dim=1) if log else nn.Softmax(dim=1)
+
+    class Softmax(nn.Module):
+        def forward(self, x):
+            return x.log_softmax(dim=1) if log else x.softmax(dim=1)
+
+    return Softmax()
 
 
-def _softmax_nll(bug):
-    torch = torch_module()
-    head = torch.nn.Softmax(dim=1) if bug else torch.nn.LogSoftmax(dim=1)
-    return _classifier(head=head, loss=torch.nn.NLLLoss())
+def _softmax_ce(bug, framework):
+    return _classifier(framework, head=_softmax(framework) if bug else None,
+                       loss=framework_module(framework).nn.CrossEntropyLoss())
+
+
+def _softmax_nll(bug, framework):
+    loss = framework_module(framework).nn.NLLLoss() if framework == "torch" else nll_loss
+    return _classifier(framework, head=_softmax(framework, log=not bug), loss=loss)
 
 
 def _double_sigmoid(bug, framework):
@@ -64,11 +79,11 @@ ENTRIES = (
           category="loss",
           root_cause="I put a softmax at the end of the model and fed its probabilities to "
                      "nn.CrossEntropyLoss, which applies log-softmax itself",
-          buggy=lambda _: _softmax_ce(True), fixed=lambda _: _softmax_ce(False),
+          buggy=partial(_softmax_ce, True), fixed=partial(_softmax_ce, False),
           tool="monitor", codes=("PROBABILITIES_AS_LOGITS",),
           expected="PROBABILITIES_AS_LOGITS at the Softmax module (Monitor): the output rows "
                    "are probabilities and the loss's gradient on them is cross-entropy's",
-          location="1", status="diagnosed"),
+          location="1", status="diagnosed", backends=BACKENDS),
     Entry(name="sigmoid_before_bce_with_logits",
           source="yudi-mars/daisyRec#15; Turoad/lanedet#32",
           category="loss",
@@ -85,11 +100,11 @@ ENTRIES = (
           category="loss",
           root_cause="my model ends in softmax, not log_softmax, and I train it with NLLLoss, so "
                      "the loss is negative and pushes probabilities instead of log-probabilities",
-          buggy=lambda _: _softmax_nll(True), fixed=lambda _: _softmax_nll(False),
+          buggy=partial(_softmax_nll, True), fixed=partial(_softmax_nll, False),
           tool="monitor", codes=("PROBABILITIES_AS_LOGITS",),
           expected="PROBABILITIES_AS_LOGITS at the Softmax module (Monitor): probability rows, "
                    "a gradient that picks the target's entry as NLLLoss does, a negative loss",
-          location="1", status="diagnosed"),
+          location="1", status="diagnosed", backends=BACKENDS),
     Entry(name="regression_target_broadcast",
           source="deepset-ai/FARM#229; Photon-AI-Research/NeuralSolvers#20",
           category="loss",

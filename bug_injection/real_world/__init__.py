@@ -1,8 +1,9 @@
-"""Real-world silent training bugs, each from a public source, with a torch reproduction, its
-fixed twin, the finding that names it, and its current status in gradhunt.
+"""Real-world silent training bugs, each from a public source, with a torch reproduction (and a
+minigrad one where minigrad has the layers), its fixed twin, the finding that names it, and its
+current status in gradhunt on each backend.
 
-``corpus()`` lists the entries; ``run_entry(entry, "buggy" | "fixed")`` runs one twin through
-its tool; ``hunt_real_world()`` runs them all and scores them (``gradhunt hunt``).
+``corpus()`` lists the entries; ``run_entry(entry, "buggy" | "fixed", backend)`` runs one twin
+through its tool; ``hunt_real_world()`` runs them all and scores them (``gradhunt hunt``).
 """
 from .corpus import corpus, get_entry
 from .entry import CATEGORIES, Entry

@@ -21,9 +21,9 @@ class Case:
     ``train(after_step)`` runs the user's loop and calls ``after_step(loss)`` after every
     optimizer step (the Monitor's ``step``). ``scaler``: the loop's GradScaler, handed to
     the Monitor as a user with AMP does (``Monitor(scaler=...)``). ``inputs``/``targets``: one
-    training batch (preflight, check_gradients, batch independence). ``data``: the keyword arguments of
-    ``validate_data``. ``label_batches``: the labels of the batches in the order the loop
-    trains on them."""
+    training batch (preflight, check_gradients, batch independence). ``data``: the keyword
+    arguments of ``validate_data``. ``label_batches``: the labels of the batches in the order
+    the loop trains on them."""
 
     model: object = None
     loss_fn: Callable | None = None

@@ -50,8 +50,7 @@ class Entry:
                              f"got {self.category!r}")
         if self.tool not in TOOLS:
             raise ValueError(f"Entry.tool: expected one of {TOOLS}, got {self.tool!r}")
-        if not self.backends or "torch" not in self.backends or not set(self.backends) <= set(
-                BACKENDS):
+        if "torch" not in self.backends or not set(self.backends) <= set(BACKENDS):
             raise ValueError(f"Entry.backends: expected torch and optionally minigrad, "
                              f"got {self.backends!r}")
         for field_name in ("status", "fixed_status"):

@@ -4,6 +4,7 @@ The verdict of a buggy twin: ``"diagnosed"`` when a warning or error carries one
 entry's codes, ``"symptom"`` when only other warnings or errors appear, ``"missed"`` when
 none appears. A fixed twin is ``"clean"`` when no warning or error appears.
 """
+import contextlib
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -39,7 +40,8 @@ def run_entry(entry, twin="buggy", backend="torch"):
         raise ValueError(f"backend: {entry.name} is reproduced on {', '.join(entry.backends)}, "
                          f"got {backend!r}")
     start = time.perf_counter()
-    with torch_threads(1), warnings.catch_warnings():
+    threads = torch_threads(1) if backend == "torch" else contextlib.nullcontext()
+    with threads, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             findings = list(TOOLS[entry.tool](entry.build(twin, backend)))

@@ -44,10 +44,11 @@ def test_entries_with_minigrad_layers_are_reproduced_on_minigrad_too():
     import minigrad
 
     twins = [e for e in ENTRIES if "minigrad" in e.backends]
-    assert len(twins) >= 15
+    assert len(twins) >= 20
     for entry in twins:
         case = entry.build("buggy", "minigrad")
-        built = [case.model, *case.data.values(), *(case.label_batches or ())]
+        built = [case.model, case.optimizer, case.loss_fn, case.inputs, case.targets,
+                 *case.data.values(), *(case.label_batches or ())]
         assert not any(type(obj).__module__.startswith("torch") for obj in built), entry.name
         assert case.model is None or isinstance(case.model, minigrad.nn.Module), entry.name
 

@@ -1,20 +1,43 @@
-"""Real-world bugs in the optimizer and the scheduler."""
+"""Real-world bugs in the optimizer and the scheduler.
+
+minigrad has no ``lr_scheduler``; the minigrad twins of the scheduler entries use the few lines
+of a step-decay scheduler a minigrad user writes instead.
+"""
 from functools import partial
 
-from .case import (STEPS, Case, batches, blobs, framework_module, mlp, simple_loop, tensors,
-                   torch_module)
+from .case import STEPS, Case, batches, blobs, framework_module, mlp, simple_loop, tensors
 from .entry import BACKENDS, Entry
 
 EPOCH = 8     # batches per epoch in these reproductions
 
 
-def _scheduler(per_batch):
-    torch = torch_module()
-    model = mlp(outputs=4)
-    x, y = tensors(*blobs(seed=14))
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)  # per epoch
-    loss_fn = torch.nn.CrossEntropyLoss()
+def _step_lr(framework, optimizer, *, step_size=1, gamma):
+    """torch's ``StepLR`` (``ExponentialLR`` when ``step_size`` is 1), or on minigrad the
+    hand-written one: every ``step_size`` calls of ``step()``, each group's lr *= gamma."""
+    if framework == "torch":
+        schedulers = framework_module(framework).optim.lr_scheduler
+        return (schedulers.ExponentialLR(optimizer, gamma=gamma) if step_size == 1
+                else schedulers.StepLR(optimizer, step_size=step_size, gamma=gamma))
+
+    class StepLR:
+        calls = 0
+
+        def step(self):
+            self.calls += 1
+            if self.calls % step_size == 0:
+                for group in optimizer.param_groups:
+                    group["lr"] *= gamma
+
+    return StepLR()
+
+
+def _scheduler(per_batch, framework):
+    fw = framework_module(framework)
+    model = mlp(outputs=4, framework=framework)
+    x, y = tensors(*blobs(seed=14), framework=framework)
+    opt = fw.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    scheduler = _step_lr(framework, opt, step_size=2, gamma=0.5)  # meant per epoch
+    loss_fn = fw.nn.CrossEntropyLoss()
 
     def train(after_step):
         for step, start, stop in batches(len(x)):
@@ -41,13 +64,13 @@ def _two_instances(bug, framework):
                 train=simple_loop(model, opt, loss_fn, x, y))
 
 
-def _scheduler_only(bug):
-    torch = torch_module()
-    model = mlp(outputs=4)
-    x, y = tensors(*blobs(seed=16))
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    scheduler = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.99)
-    loss_fn = torch.nn.CrossEntropyLoss()
+def _scheduler_only(bug, framework):
+    fw = framework_module(framework)
+    model = mlp(outputs=4, framework=framework)
+    x, y = tensors(*blobs(seed=16), framework=framework)
+    opt = fw.optim.SGD(model.parameters(), lr=0.05)
+    scheduler = _step_lr(framework, opt, gamma=0.99)
+    loss_fn = fw.nn.CrossEntropyLoss()
 
     def train(after_step):
         for _, start, stop in batches(len(x), steps=STEPS):
@@ -67,9 +90,9 @@ ENTRIES = (
           category="optimizer and scheduler",
           root_cause="the scheduler was stepped in the batch loop instead of the epoch loop, so "
                      "the learning rate decays after every batch instead of every epoch",
-          buggy=lambda _: _scheduler(True), fixed=lambda _: _scheduler(False),
+          buggy=partial(_scheduler, True), fixed=partial(_scheduler, False),
           tool="monitor", codes=("LR_SCHEDULE_TOO_FAST",),
-          expected="LR_SCHEDULE_TOO_FAST (Monitor)", status="diagnosed"),
+          expected="LR_SCHEDULE_TOO_FAST (Monitor)", status="diagnosed", backends=BACKENDS),
     Entry(name="optimizer_on_first_model_instance",
           source="spro/practical-pytorch#9",
           category="optimizer and scheduler",
@@ -83,7 +106,7 @@ ENTRIES = (
           category="optimizer and scheduler",
           root_cause="I called scheduler.step() thinking it also steps the optimizer, so the "
                      "weights never changed",
-          buggy=lambda _: _scheduler_only(True), fixed=lambda _: _scheduler_only(False),
+          buggy=partial(_scheduler_only, True), fixed=partial(_scheduler_only, False),
           tool="monitor", codes=("PARAMS_NOT_UPDATING",),
-          expected="PARAMS_NOT_UPDATING (Monitor)", status="diagnosed"),
+          expected="PARAMS_NOT_UPDATING (Monitor)", status="diagnosed", backends=BACKENDS),
 )

@@ -166,8 +166,11 @@ class Instrument:
         of P as of Q, so a perturbation of either moves it the same, and backward's gradient
         at P is Q's passed through one identity: the same array (``check._aliases`` checks
         that too). In-place changes, a tensor read twice, hooks that read or keep it: all
-        are uses, and both points are measured. A framework without a use recorder
-        (minigrad) keeps only the plain-Sequential rule."""
+        are uses, and both points are measured. What neither shows is a read outside
+        autograd by code that bypasses torch's dispatch (a TorchScript function, a C++
+        extension called on the tensor under no_grad): such a read is missed, and the two
+        points are taken as one. A framework without a use recorder (minigrad) keeps only
+        the plain-Sequential rule."""
         if not self._watched:
             return
         candidates = {source: handed[0] for source, handed in self._handed.items()

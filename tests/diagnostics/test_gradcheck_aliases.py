@@ -6,9 +6,13 @@ next point's hook is an alias of it. A tensor with a second reader (a shortcut, 
 taken under no_grad, an in-place change, a hook) keeps both points measured, and the verdicts
 are those of a check that measures every point (the rule switched off).
 """
+import warnings
+
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bug_injection import gradient
 from bug_injection.bench import Bench
@@ -115,6 +119,15 @@ def test_fewer_evaluations_and_the_same_verdict(monkeypatch):
     assert watched.forward_evaluations < every.forward_evaluations
 
 
+def _double(x):
+    return x * 2
+
+
+with warnings.catch_warnings():   # torch.jit.script is deprecated, still what users have
+    warnings.simplefilter("ignore", DeprecationWarning)
+    _scripted_double = torch.jit.script(_double)   # a read that only the graph shows
+
+
 class TwoReaders(torch.nn.Module):
     """``a``'s output goes to ``b`` and is read once more by ``how``."""
 
@@ -134,13 +147,15 @@ class TwoReaders(torch.nn.Module):
             return self.b(h) / scale
         if self.how == "detach":
             return self.b(h) * h.detach().abs().mean()
+        if self.how == "scripted":
+            return self.b(h) + _scripted_double(h)
         if self.how == "in_place":
             h.mul_(2.0)
             return self.b(h)
         return self.b(h)
 
 
-@pytest.mark.parametrize("how", ["sum", "no_grad", "detach", "in_place"])
+@pytest.mark.parametrize("how", ["sum", "no_grad", "detach", "in_place", "scripted"])
 def test_a_tensor_with_a_second_reader_keeps_both_points(how):
     assert "'block.a' output" not in _aliases(Net(TwoReaders(how)))
 
@@ -196,3 +211,69 @@ def test_a_planted_bug_inside_a_block_is_localized(monkeypatch):
     assert watched.causes[0].path == "input"
     assert _verdict(watched) == _verdict(every)
     assert watched.forward_evaluations < every.forward_evaluations
+
+
+STEPS = ("linear", "tanh", "keep", "add_kept", "no_grad_scale", "in_place", "detach_scale",
+         "scripted")
+
+
+class Steps(torch.nn.Module):
+    """A forward made of ``steps``: module calls, reuses of a kept tensor, reads under
+    no_grad, detached reads and in-place changes, between the module calls."""
+
+    def __init__(self, steps):
+        super().__init__()
+        torch.manual_seed(0)
+        self.steps = steps
+        self.layers = torch.nn.ModuleList(
+            torch.nn.Linear(4, 4) if step == "linear" else torch.nn.Tanh()
+            for step in steps)
+
+    def forward(self, h):
+        kept = h
+        for step, layer in zip(self.steps, self.layers):
+            if step in ("linear", "tanh"):
+                h = layer(h)
+            elif step == "keep":
+                kept = h
+            elif step == "add_kept":
+                h = layer(h) + kept
+            elif step == "no_grad_scale":
+                with torch.no_grad():
+                    scale = h.pow(2).mean() + 1
+                h = layer(h) / scale
+            elif step == "scripted":
+                h = layer(h) + _scripted_double(h)
+            elif step == "detach_scale":
+                h = layer(h) * (1 + h.detach().abs().mean())
+            else:
+                h = h * 1.0
+                h.mul_(1.5)
+                h = layer(h)
+        return h
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from(STEPS), min_size=1, max_size=6),
+       st.integers(min_value=0, max_value=2 ** 16))
+def test_an_alias_moves_the_loss_exactly_as_its_later_point(steps, seed):
+    """Whatever the forward does between module calls, a perturbation of a point gives the
+    very same loss as the same perturbation of the point it is an alias of."""
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), Steps(steps), torch.nn.Linear(4, 2))
+    rng = np.random.default_rng(seed)
+    inputs = torch.tensor(rng.standard_normal((5, 3)))
+    targets = torch.tensor(rng.integers(0, 2, 5))
+    backend = get_backend(model)
+    batch = Batch.prepare(backend, torch.nn.CrossEntropyLoss(), inputs, targets, float64=True)
+    with backend.preserved():
+        copy = backend.clone(dtype=np.float64)
+        with Instrument(copy) as instrument:
+            evaluator = Evaluator(copy, instrument, batch)
+            analytic = evaluator.analytic()
+            points = {p.key: p for p in analytic.points}
+            for source, later in instrument.aliases.items():
+                delta = 1e-3 * rng.standard_normal(points[source].shape)
+                assert (evaluator.loss(point=points[source], delta=delta)
+                        == evaluator.loss(point=points[later], delta=delta))
+                assert np.array_equal(analytic.point_gradients[source],
+                                      analytic.point_gradients[later])

@@ -141,13 +141,11 @@ class Backend(ABC):
         """A context manager under which every call of a framework function hands the tensors
         it is given (nested in lists, tuples and dicts too) to ``on_use(tensors)``, reads of
         shape-like metadata left out; None where the framework cannot see every call."""
-        return None
 
     def sole_consumers(self, loss):
         """``{id(node): consumer}`` for the graph nodes of the loss's graph whose first output
         exactly one edge of that graph leads into (``consumer``, the node that edge starts
         at); None where the framework's graph does not say which output an edge reads."""
-        return None
 
     @abstractmethod
     def node_inputs(self, node):

@@ -137,6 +137,16 @@ class Backend(ABC):
         returns the last one (no other code can read them). False when unsure."""
         return False
 
+    def use_recorder(self, on_use):
+        """A context manager under which every call of a framework function hands the tensors
+        it is given (nested in lists, tuples and dicts too) to ``on_use(tensors)``, reads of
+        shape-like metadata left out; None where the framework cannot see every call."""
+
+    def sole_consumers(self, loss):
+        """``{id(node): consumer}`` for the graph nodes of the loss's graph whose first output
+        exactly one edge of that graph leads into (``consumer``, the node that edge starts
+        at); None where the framework's graph does not say which output an edge reads."""
+
     @abstractmethod
     def node_inputs(self, node):
         """The graph nodes (or None) that made one graph node's inputs (``grad_fn`` nodes)."""

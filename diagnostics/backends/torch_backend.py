@@ -1,6 +1,7 @@
 """The backend for ``torch.nn.Module`` models. torch is imported only when such a model arrives."""
 import contextlib
 import copy
+import functools
 import random
 import sys
 
@@ -70,6 +71,23 @@ class TorchBackend(Backend):
 
     def node_inputs(self, node):
         return [child for child, _ in node.next_functions]
+
+    def use_recorder(self, on_use):
+        return _use_recorder_class(self.torch)(on_use)
+
+    def sole_consumers(self, loss):
+        edges, stack, seen = {}, [getattr(loss, "grad_fn", None)], set()
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            for child, number in node.next_functions:
+                if child is not None:
+                    edges.setdefault((id(child), number), []).append(node)
+                    stack.append(child)
+        return {child: consumers[0] for (child, number), consumers in edges.items()
+                if number == 0 and len(consumers) == 1}
 
     def scalar(self, tensor):
         if not self.is_tensor(tensor):
@@ -160,3 +178,33 @@ def torch_threads(count=1):
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+@functools.cache
+def _use_recorder_class(torch):
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._pytree import tree_leaves
+
+    tensor = torch.Tensor
+    metadata = (tensor.size, tensor.dim, tensor.numel)   # compared with ==, no hashing
+    descriptors = {"shape", "dtype", "device", "ndim", "requires_grad", "is_leaf", "grad_fn",
+                   "layout", "is_cuda"}
+
+    class UseRecorder(TorchFunctionMode):
+        """Hands the tensors of every torch function call to ``on_use``; a metadata read
+        (shape, dtype, device, ...) is no use of the values and is left out."""
+
+        def __init__(self, on_use):
+            super().__init__()
+            self.on_use = on_use
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            descriptor = getattr(getattr(func, "__self__", None), "__name__", None)
+            if func not in metadata and not (
+                    descriptor in descriptors and type(func).__name__ == "method-wrapper"):
+                self.on_use([leaf for leaf in tree_leaves((args, kwargs))
+                             if isinstance(leaf, tensor)])
+            return func(*args, **kwargs)
+
+    return UseRecorder

@@ -41,8 +41,10 @@ class Evaluator:
         self.backend.zero_grad()
         self.instrument.start_pass(record=True)
         try:
-            output, loss = self._run(checked=True)
+            with self.instrument.uses_watched():
+                output, loss = self._run(checked=True)
             reached = _graph_reach(self.backend, loss)
+            self.instrument.prove_aliases(loss)
             self.backward_passes += 1
             try:
                 self.backend.backward(loss)

@@ -8,12 +8,14 @@ the gradient that flows back through this module only; for an output, the gradie
 of the network sends it. In later passes they add a perturbation to one point, or keep a copy
 of one point's value. Calls are counted per pass, so a module called twice has two points.
 A point that is provably the same tensor as a later one, with no other reader, is an *alias*
-of it (``aliases``): inside a plain ``Sequential``, a child's output is the next child's input
-and the last child's output the container's. Moving either moves the loss the same way, and
-their gradients are the same array, so the check measures only the later one.
+of it (``aliases``): moving either moves the loss the same way, and their gradients are the same
+array, so the check measures only the later one. Two proofs (see ``_alias`` and
+``prove_aliases``): inside a plain ``Sequential`` by its type; anywhere else (a residual
+block's ``conv1 -> bn1``) by watching every use of the point's identity in the recorded pass.
 While the instrument is open, its ``replay`` (see ``replay.py``) lets a perturbed pass skip the
 module calls that end before the perturbation.
 """
+import contextlib
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -72,6 +74,10 @@ class Instrument:
         self._counts, self._stack = {}, []
         self._twins = {}        # id(identity) -> (identity, point key, stack): recording pass
         self._chains = set()    # names of the plain Sequentials (see Backend.plain_chain)
+        self._uses = {}         # point key -> framework calls given its identity (recording)
+        self._handed = {}       # point key -> keys of the points its identity arrived at
+        self._watched = False   # whether the recording pass saw every use (use_recorder)
+        self._quiet = False     # inside the instrument's own hooks: their uses do not count
         self.replay = None
 
     def __enter__(self):
@@ -125,6 +131,59 @@ class Instrument:
         if record:
             self.points, self.gradients, self.values = [], {}, {}
             self._nodes, self._twins, self.aliases = {}, {}, {}
+            self._uses, self._handed, self._watched = {}, {}, False
+
+    @contextlib.contextmanager
+    def uses_watched(self):
+        """Around the recording forward pass (and loss): every framework call that is given a
+        point's identity counts as a use of that point, except the instrument's own."""
+        recorder = self.backend.use_recorder(self._on_use)
+        if recorder is None:
+            yield
+            return
+        with recorder:
+            yield
+        self._watched = True
+
+    def _on_use(self, tensors):
+        if self._quiet:
+            return
+        for tensor in tensors:
+            seen = self._twins.get(id(tensor))
+            if seen is not None and seen[0] is tensor:
+                self._uses[seen[1]] = self._uses.get(seen[1], 0) + 1
+
+    def prove_aliases(self, loss):
+        """Add the aliases the recorded pass proves, ``loss`` its loss (before backward).
+
+        A point P is an alias of Q when P's identity (the tensor the model's code got in
+        P's place) was, in the whole recorded pass, handed as it is to exactly one module
+        hook, Q's (as a module's input, or returned as an enclosing module's output), was
+        given to no framework call (``use_recorder``: every op, in-place op, view, ``.data``,
+        ``.item()``, a user hook's read, under no_grad too; shape reads aside), and Q's
+        identity node is the only edge into P's in the loss's graph (differentiable uses
+        that no framework call showed, a C++ extension's). Then the loss is the same function
+        of P as of Q, so a perturbation of either moves it the same, and backward's gradient
+        at P is Q's passed through one identity: the same array (``check._aliases`` checks
+        that too). In-place changes, a tensor read twice, hooks that read or keep it: all
+        are uses, and both points are measured. What neither shows is a read outside
+        autograd by code that bypasses torch's dispatch (a TorchScript function, a C++
+        extension called on the tensor under no_grad): such a read is missed, and the two
+        points are taken as one. A framework without a use recorder (minigrad) keeps only
+        the plain-Sequential rule."""
+        if not self._watched:
+            return
+        candidates = {source: handed[0] for source, handed in self._handed.items()
+                      if len(handed) == 1 and not self._uses.get(source)}
+        if not candidates:
+            return
+        consumers = self.backend.sole_consumers(loss)
+        if consumers is None:
+            return
+        for source, later in candidates.items():
+            node = self._nodes[source].grad_fn
+            if node is not None and consumers.get(id(node)) is self._nodes[later].grad_fn:
+                self.aliases[source] = later
 
     def finish_recording(self):
         """Give each point its module's call count and its call's tensor count."""
@@ -145,14 +204,22 @@ class Instrument:
             call = self._counts.get(name, 0)
             self._counts[name] = call + 1
             self._stack.append((name, call))
-            return self._visit(name, call, INPUT, args, tuple(self._stack))
+            return self._quietly(name, call, INPUT, args, tuple(self._stack))
         return hook
 
     def _post_hook(self, name):
         def hook(module, args, output):
             call, stack = self._close_call(name)
-            return self._visit(name, call, OUTPUT, output, stack)
+            return self._quietly(name, call, OUTPUT, output, stack)
         return hook
+
+    def _quietly(self, *args):
+        """``_visit``, whose own reads of the tensors are no uses (see ``uses_watched``)."""
+        quiet, self._quiet = self._quiet, True
+        try:
+            return self._visit(*args)
+        finally:
+            self._quiet = quiet
 
     def _close_call(self, name):
         """Pop ``name``'s call off the stack: ``(call, stack with that call last)``."""
@@ -180,6 +247,7 @@ class Instrument:
                 self.points.append(Point(name, call, kind, index, tuple(tensor.shape), stack))
                 self.values[key] = self.backend.to_numpy(tensor)
                 self._alias(tensor, key, stack, single=len(items) == 1)
+                self._hand(tensor, key)
                 new = self._watch(key, tensor)
                 self._twins[id(new)] = (new, key, stack)
             elif self._mode == "run" and key == self._target:
@@ -209,6 +277,12 @@ class Instrument:
                 self.aliases[source] = key
         elif module in self._chains and source[2] == OUTPUT and source_stack[:-1] == stack:
             self.aliases[source] = key
+
+    def _hand(self, tensor, key):
+        """Note that ``tensor``, if a point's identity, arrived at point ``key``."""
+        seen = self._twins.get(id(tensor))
+        if seen is not None and seen[0] is tensor:
+            self._handed.setdefault(seen[1], []).append(key)
 
     def _watch(self, key, tensor):
         """An identity in front of ``tensor`` whose gradient is stored under ``key``."""

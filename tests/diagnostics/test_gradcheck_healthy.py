@@ -5,6 +5,7 @@ import torch
 
 import minigrad
 from diagnostics import check_gradients
+from diagnostics.errors import DiagnosticsError
 
 from .gradcheck_models import FRAMEWORKS, build, cross_entropy, one_torch_thread
 
@@ -194,7 +195,7 @@ def test_float32_casts_are_float64_only_inside_the_check_also_when_it_raises():
 
     def broken(out, y):
         raise ValueError("a loss that raises")
-    with pytest.raises(Exception):
+    with pytest.raises(DiagnosticsError, match="a loss that raises"):
         check_gradients(model, broken, x, y)
     assert torch.get_default_dtype() == torch.float32
     assert torch.ones(1).float().dtype == torch.float32

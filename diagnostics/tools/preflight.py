@@ -498,13 +498,21 @@ def _training_steps(run):
 
 
 def _one_step(run, optimizer):
-    """One step; its loss from ``train_step``'s return value, or measured after it."""
+    """One step; its loss from ``train_step``'s return value, or measured after it. A loss
+    tensor goes to the Monitor as it is: the checks that read its graph (a sigmoid before
+    BCE with logits) need it, not its value."""
     backend, batch = run.backend, run.batch
     if run.train_step is None:
-        value, _ = T.train_step(backend, optimizer, batch)
-        return value
+        backend.zero_grad()
+        _, loss = batch.output_and_loss(backend)
+        if math.isfinite(backend.scalar(loss)):
+            backend.backward(loss)
+            optimizer.step()
+        return loss
     returned = run.train_step(backend.model, (batch.inputs, batch.targets), optimizer)
-    if backend.is_tensor(returned) or isinstance(returned, (int, float)):
+    if backend.is_tensor(returned):
+        return returned
+    if isinstance(returned, (int, float)):
         return backend.scalar(returned)
     with _eval_mode(backend):  # the Monitor would take a train-mode pass for a bug
         return _measured_loss(run, None)

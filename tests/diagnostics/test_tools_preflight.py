@@ -347,3 +347,18 @@ def test_an_optimizer_that_misses_a_replaced_layer_is_still_flagged():
     report = preflight(model, cross_entropy("torch"), x, y, optimizer=optimizer)
     assert _codes(report, "parameters") == ["PARAMS_NOT_UPDATING"], str(report)
     assert report.item("parameters").findings[0].evidence["foreign_tensors"] == 2
+
+
+@pytest.mark.parametrize("sigmoid", [True, False])
+def test_training_steps_hand_the_monitor_the_loss_tensor_so_its_graph_is_read(sigmoid):
+    """A sigmoid before BCEWithLogitsLoss shows only in the loss's graph: preflight used to
+    hand the Monitor the loss's value, and its training steps passed. The fixed twin passes."""
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1)]
+    model = torch.nn.Sequential(*layers, *([torch.nn.Sigmoid()] if sigmoid else []))
+    bce = torch.nn.BCEWithLogitsLoss()
+    x = torch.randn(32, 16)
+    y = (x[:, 0] > 0).long()
+    report = preflight(model, lambda out, y: bce(out.squeeze(-1), y.float()), x, y)
+    codes = _codes(report, "training steps")
+    assert codes == (["PROBABILITIES_AS_LOGITS"] if sigmoid else []), str(report)

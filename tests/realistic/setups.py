@@ -969,6 +969,34 @@ def bf16_weights_adam(seed):
                  "model.to(torch.bfloat16), Adam(eps=1e-8)", classes=4)
 
 
+class RelativeAttention(nn.Module):
+    """Attention scores against learned relative positions, aligned by Transformer-XL's shift:
+    pad the last axis with one zero column, view ``(T, R + 1)`` as ``(R + 1, T)``, drop a row."""
+
+    def __init__(self, tokens=4, width=4, hidden=16, classes=4):
+        super().__init__()
+        self.query, self.value = nn.Linear(width, hidden), nn.Linear(width, hidden)
+        self.relative = nn.Parameter(torch.randn(tokens, hidden) * 0.1)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        scores = F.pad(self.query(x) @ self.relative.t(), (1, 0))
+        scores = scores.view(b, t + 1, t)[:, 1:].view(b, t, t)
+        return self.head((scores.softmax(-1) @ self.value(x)).mean(1))
+
+
+def relative_position_shift(seed):
+    torch.manual_seed(seed)
+    x, y = _blobs(seed)
+    model = RelativeAttention()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    return Setup("relative_position_shift", "torch", model, optimizer, F.cross_entropy,
+                 _plain_step(F.cross_entropy), _cycle(x.view(-1, 4, 4), y, 32), 150, _fell(0.3),
+                 "Transformer-XL's relative shift: a view of a zero-padded (T, R+1) as (R+1, T)",
+                 classes=4)
+
+
 # ----------------------------------------------------------------- minigrad setups
 def _mg_blobs(seed):
     x, y = _blobs(seed) if torch is not None else _np_blobs(seed)
@@ -1120,7 +1148,7 @@ TORCH_SETUPS = {f.__name__: f for f in (
     gradient_accumulation, long_convergence, causal_lm, shared_relu, inplace_relu,
     label_smoothing, bce_logits_float_targets, focal_loss, vit_patches, lstm_tbptt,
     mixture_of_experts, ema_weights, gradient_checkpointing, frozen_requires_grad,
-    bf16_weights_adam)}
+    bf16_weights_adam, relative_position_shift)}
 MINIGRAD_SETUPS = {f.__name__: f for f in (
     mg_adam_mlp, mg_batchnorm_cosine, mg_shared_relu, mg_dict_output, mg_frozen_backbone,
     mg_long_convergence)}

@@ -822,7 +822,7 @@ def lstm_tbptt(seed, vocab=12, window=10):
     stream = (torch.randint(0, vocab, (16, 1), generator=g) + stride * torch.arange(201)) % vocab
     model = LSTMLanguageModel(vocab)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    loss_fn = lambda out, y: F.cross_entropy(out[0].reshape(-1, vocab), y.reshape(-1))  # noqa
+    loss_fn = lambda out, y: F.cross_entropy(out[0].reshape(-1, vocab), y.reshape(-1))  # noqa: E731
     carried, logged = {"state": None, "step": 0}, []
 
     def train_step(model, batch, optimizer):

@@ -40,10 +40,11 @@ def rows_coupled(backend, loss_fn, output, key, logits, targets):
     shifted = targets.copy()
     shifted[1:] += 1.0
     first_rows = []
+    others = outputs.constant(backend, output)   # the entries the loss reads beside the logits
     for values in (targets, shifted):
         leaf = backend.from_numpy(logits.copy(), like=like)
         leaf.requires_grad_(True)
-        probe = outputs.replace(output, key, leaf)
+        probe = outputs.replace(others, key, leaf)
         with backend.enable_grad():
             backend.backward(loss_fn(probe, backend.from_numpy(values, like=like)))
         if leaf.grad is None:

@@ -125,6 +125,16 @@ def replace(output, key, value):
     return new
 
 
+def constant(backend, output):
+    """``output`` with each top-level tensor entry replaced by a copy outside any graph: a
+    probe's backward must not run through (and free) the model's graph."""
+    probe = output
+    for key, value in entries(output):
+        if backend.is_tensor(value):
+            probe = replace(probe, key, backend.from_numpy(backend.to_numpy(value), like=value))
+    return probe
+
+
 def loss_reads(backend, loss_fn, output, targets):
     """The keys of the floating tensor entries that ``loss_fn`` reads (None when it cannot run
     on leaves): each entry becomes a detached leaf, and the loss's backward says which ones it

@@ -184,6 +184,16 @@ class Backend(ABC):
     def set_rng_state(self, state):
         """Put back what ``rng_state`` returned."""
 
+    def snapshot_tensor(self, tensor):
+        """``(values, gradient)`` of a tensor outside the model, for ``restore_tensor``."""
+        grad = getattr(tensor, "grad", None)
+        return self._copy_tensor(tensor), None if grad is None else self._copy_tensor(grad)
+
+    def restore_tensor(self, tensor, saved):
+        values, grad = saved
+        self._assign_tensor(tensor, values)
+        tensor.grad = None if grad is None else self._copy_tensor(grad)
+
     def snapshot(self):
         """Capture parameters, buffers, gradients, flags, modes, hook keys and RNG states."""
         params = self.named_parameters()
@@ -270,6 +280,13 @@ class Backend(ABC):
         if dtype is not None:
             self._convert_dtype(twin, np.dtype(dtype))
         return type(self)(twin)
+
+    def float64_casts(self):
+        """A context in which the user's code casts to float64 where it casts to a lower
+        floating precision (``y.float()`` in a loss) or makes a float tensor without a dtype:
+        a check on a float64 copy must not run part of the loss in float32. Nothing to do
+        where such casts already follow the inputs' dtype."""
+        return contextlib.nullcontext()
 
     @abstractmethod
     def _convert_dtype(self, model, dtype):

@@ -139,6 +139,9 @@ class TorchBackend(Backend):
     def _convert_dtype(self, model, dtype):
         model.to(dtype=getattr(self.torch, dtype.name))
 
+    def float64_casts(self):
+        return _float64_casts(self.torch)
+
 
 _HOOK_DICTS_MADE = {}   # id(tensor) -> the hook dict a _TensorHookHandle made torch create
 
@@ -161,6 +164,39 @@ class _TensorHookHandle:
         if made is not None and tensor._backward_hooks is made and not made:
             tensor._backward_hooks = None
             del _HOOK_DICTS_MADE[id(tensor)]
+
+
+@contextlib.contextmanager
+def _float64_casts(torch):
+    """float64 for every floating dtype user code asks for (``.float()``, ``.half()``,
+    ``dtype=torch.float32``, ``.to(torch.float32)``) and as the default dtype, restored after.
+
+    Why: ``F.binary_cross_entropy_with_logits(logits, y.float())`` on float64 logits computes
+    in float32 (its target's dtype), and finite differences at float32 precision are noise:
+    without this a healthy loss fails the float64 check.
+    """
+    from torch.overrides import TorchFunctionMode
+
+    lower = (torch.float32, torch.float16, torch.bfloat16)
+    narrowing = (torch.Tensor.float, torch.Tensor.half, torch.Tensor.bfloat16)
+
+    def widen(value):
+        return torch.float64 if isinstance(value, torch.dtype) and value in lower else value
+
+    class Float64Casts(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = {key: widen(value) for key, value in (kwargs or {}).items()}
+            if func in narrowing:
+                return torch.Tensor.double(*args, **kwargs)
+            return func(*(widen(value) for value in args), **kwargs)
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with Float64Casts():
+            yield
+    finally:
+        torch.set_default_dtype(previous)
 
 
 @contextlib.contextmanager

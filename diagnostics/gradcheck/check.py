@@ -59,7 +59,8 @@ def run_check(backend, batch, settings, *, declared=(set(), (), ())):
     names, module_classes, functions = declared
     copy = backend.clone(dtype=np.float64)
     hosts = set()
-    with Instrument(copy) as instrument, function_hosts(functions, instrument, hosts):
+    with Instrument(copy) as instrument, function_hosts(functions, instrument, hosts), \
+            copy.float64_casts():
         check = _GradientCheck(copy, instrument, batch, settings)
         check.declared = lambda: declared_modules(copy, names, module_classes, hosts)
         return check.run()

@@ -185,6 +185,8 @@ class Evaluator:
         except DiagnosticsError:
             raise
         except Exception as error:
+            if _float32_left(error):
+                raise DiagnosticsError(_float32_message("the model's forward", error)) from error
             raise DiagnosticsError(
                 f"inputs: expected what the model's forward takes; model(*inputs) raised "
                 f"{type(error).__name__}: {error}") from error
@@ -197,6 +199,8 @@ class Evaluator:
         except DiagnosticsError:
             raise
         except Exception as error:
+            if _float32_left(error):
+                raise DiagnosticsError(_float32_message("loss_fn", error)) from error
             expected = layout_mismatch(self.backend, output, self.batch)
             if expected is not None:
                 raise DiagnosticsError(
@@ -206,6 +210,24 @@ class Evaluator:
             raise DiagnosticsError(
                 f"loss_fn: expected loss_fn(output, targets) to run on the model's output; it "
                 f"raised {type(error).__name__}: {error}") from error
+
+
+def _float32_left(error):
+    """A dtype clash (torch's words): weights the float64 copy did not convert met it."""
+    text = str(error)
+    return isinstance(error, RuntimeError) and (
+        "must have the same dtype" in text or "expected scalar type" in text
+        or ("Double" in text and "Float" in text and "dtype" in text))
+
+
+def _float32_message(where, error):
+    return (f"model: expected every weight the forward and the loss use to be the model's, "
+            f"got a dtype clash in {where} on the check's float64 copy "
+            f"({type(error).__name__}: {error}). Layers kept in a plain Python list or dict "
+            f"(use nn.ModuleList / nn.ModuleDict: model.parameters() and the optimizer miss "
+            f"them too), or a module held by loss_fn (a GAN's discriminator, a frozen "
+            f"teacher), stay float32 when the model is copied: check the model with them "
+            f"registered as submodules")
 
 
 def _in_place_message(mutating, first, second):

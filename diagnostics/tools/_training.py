@@ -52,9 +52,21 @@ def check_optimizer_shape(optimizer, argument="optimizer"):
 
 def foreign_parameter_count(backend, optimizer):
     """How many tensors ``optimizer`` updates that are not parameters of the model."""
+    return len(foreign_parameters(backend, optimizer))
+
+
+def foreign_parameters(backend, optimizer):
+    """The tensors ``optimizer`` updates that are not parameters of the model."""
     own = {id(param) for _, param in backend.named_parameters()}
-    return sum(id(param) not in own for group in optimizer.param_groups
-               for param in group["params"])
+    return [param for group in optimizer.param_groups for param in group["params"]
+            if id(param) not in own]
+
+
+def unheld_parameters(backend, optimizer):
+    """Names of the model's parameters that require a gradient and ``optimizer`` lacks."""
+    held = {id(param) for group in optimizer.param_groups for param in group["params"]}
+    return [name for name, param in backend.named_parameters()
+            if param.requires_grad and id(param) not in held]
 
 
 def make_optimizer(backend, optimizer, *, lr):

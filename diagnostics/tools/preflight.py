@@ -146,6 +146,8 @@ def preflight(model, loss_fn, inputs, targets, *, optimizer=None, train_step=Non
     run.causal = causal
     run.state = backend.snapshot()     # the one snapshot: restored after each item
     run.optimizer_state = None if optimizer is None else backend.optimizer_snapshot(optimizer)
+    outside = [] if optimizer is None else T.foreign_parameters(backend, optimizer)
+    run.extra_state = [(tensor, backend.snapshot_tensor(tensor)) for tensor in outside]
     try:
         items = [_run_item(run, item) for item in ITEMS]
     finally:
@@ -175,6 +177,7 @@ class _Run:
         self.backend, self.batch = backend, batch
         self.optimizer, self.train_step = optimizer, train_step
         self.state = self.optimizer_state = None
+        self.extra_state = []      # (tensor, saved) for the optimizer's tensors outside the model
         self.causal = False
         self.facts, self.missing = {}, {}
         self._loss_call = None
@@ -184,6 +187,8 @@ class _Run:
         self.backend.restore(self.state)
         if self.optimizer is not None:
             self.backend.optimizer_restore(self.optimizer, self.optimizer_state)
+        for tensor, saved in self.extra_state:
+            self.backend.restore_tensor(tensor, saved)
 
     def loss_call(self):
         """``(loss value, None)`` or ``(None, exception)`` of the loss at init, computed once."""
@@ -244,6 +249,11 @@ def _parameters(run):
             {"parameters": len(params)}))
     foreign = (0 if run.optimizer is None
                else T.foreign_parameter_count(backend, run.optimizer))
+    if foreign and not T.unheld_parameters(backend, run.optimizer):
+        # every trainable parameter is held, and more: a learnable loss temperature, a prompt
+        # passed to forward; healthy (their values are restored after each item)
+        summary += f"; the optimizer also holds {foreign} tensor(s) outside the model"
+        foreign = 0
     if foreign:
         held = sum(len(group["params"]) for group in run.optimizer.param_groups)
         findings.append(Finding(
@@ -488,13 +498,21 @@ def _training_steps(run):
 
 
 def _one_step(run, optimizer):
-    """One step; its loss from ``train_step``'s return value, or measured after it."""
+    """One step; its loss from ``train_step``'s return value, or measured after it. A loss
+    tensor goes to the Monitor as it is: the checks that read its graph (a sigmoid before
+    BCE with logits) need it, not its value."""
     backend, batch = run.backend, run.batch
     if run.train_step is None:
-        value, _ = T.train_step(backend, optimizer, batch)
-        return value
+        backend.zero_grad()
+        _, loss = batch.output_and_loss(backend)
+        if math.isfinite(backend.scalar(loss)):
+            backend.backward(loss)
+            optimizer.step()
+        return loss
     returned = run.train_step(backend.model, (batch.inputs, batch.targets), optimizer)
-    if backend.is_tensor(returned) or isinstance(returned, (int, float)):
+    if backend.is_tensor(returned):
+        return returned
+    if isinstance(returned, (int, float)):
         return backend.scalar(returned)
     with _eval_mode(backend):  # the Monitor would take a train-mode pass for a bug
         return _measured_loss(run, None)

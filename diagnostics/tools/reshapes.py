@@ -8,7 +8,10 @@ axes (that is ``permute``/``transpose``), so a call whose output is a non-identi
 of a grouping of the input's adjacent axes (merges only), or whose input is one of the
 output's (splits only), with the moved sizes distinct, is almost surely a permute that was
 meant. Plain merges (flatten), plain splits (heads), added or removed size-1 axes, and mixed
-regroupings (``(B, 6, 4) -> (B, 3, 8)``) are not permutations and stay quiet.
+regroupings (``(B, 6, 4) -> (B, 3, 8)``) are not permutations and stay quiet. So is a view of
+a tensor just grown by one zero slice along one axis (``F.pad(x, (1, 0))``, or ``torch.cat``
+with a zero slice): that is the relative-position shift of Transformer-XL and Music
+Transformer, which views a padded ``(T, R + 1)`` as ``(R + 1, T)`` on purpose.
 
 ``watch_reshapes`` records such calls during one forward of a torch model, under a
 ``torch.overrides.TorchFunctionMode`` that is active only inside the ``with`` block.
@@ -136,17 +139,48 @@ def watch_reshapes(model):
     names = {id(module): (name, type(module).__name__)
              for name, module in model.named_modules()}
     watched = {getattr(torch.Tensor, name) for name in _WATCHED} | {torch.reshape}
-    seen = []
+    seen, shifted = [], {}     # shifted: id -> tensor grown by one zero slice (kept alive)
 
     class Watch(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            result = func(*args, **(kwargs or {}))
+            kwargs = kwargs or {}
+            result = func(*args, **kwargs)
             if func in watched:
-                _record(seen, names, func, args, result, torch)
+                source = args[0] if args else None
+                if not (id(source) in shifted and shifted[id(source)] is source):
+                    _record(seen, names, func, args, result, torch)
+            elif _grown_by_a_zero_slice(func, args, kwargs, result, torch):
+                shifted[id(result)] = result
             return result
 
     with Watch():
         yield seen
+
+
+def _grown_by_a_zero_slice(func, args, kwargs, result, torch):
+    """True for ``F.pad`` with zeros or ``torch.cat`` with an all-zero slice that made
+    ``result`` one larger than its input along exactly one axis."""
+    if not isinstance(result, torch.Tensor):
+        return False
+    if func is torch.nn.functional.pad:
+        value = kwargs.get("value", args[3] if len(args) > 3 else None)
+        mode = kwargs.get("mode", args[2] if len(args) > 2 else "constant")
+        return (mode == "constant" and not value and isinstance(args[0], torch.Tensor)
+                and _one_larger(args[0].shape, result.shape))
+    if func is torch.cat:
+        parts = args[0] if args else kwargs.get("tensors", ())
+        if len(parts) != 2 or not all(isinstance(t, torch.Tensor) for t in parts):
+            return False
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+        return any(t.dim() == result.dim() and t.shape[dim] == 1 and not t.any()
+                   and _one_larger(other.shape, result.shape)
+                   for t, other in (parts, parts[::-1]))
+    return False
+
+
+def _one_larger(before, after):
+    grown = sorted(b - a for a, b in zip(before, after))
+    return len(before) == len(after) and grown == [0] * (len(grown) - 1) + [1]
 
 
 def _record(seen, names, func, args, result, torch):

@@ -5,6 +5,7 @@ import torch
 
 import minigrad
 from diagnostics import check_gradients
+from diagnostics.errors import DiagnosticsError
 
 from .gradcheck_models import FRAMEWORKS, build, cross_entropy, one_torch_thread
 
@@ -133,3 +134,92 @@ def test_two_inputs_integer_inputs_and_a_tuple_output():
     assert report.passed, str(report)
     assert {"embed.weight", "fc.weight", "head.bias"} <= set(report.parameters)
     assert any(p.name == "model output 1" for p in report.points)
+
+
+class _ScaledInputGrad(torch.autograd.Function):
+    """Identity forward, a backward that doubles the gradient: a planted bug."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+
+
+class _Doubled(torch.nn.Module):
+    def forward(self, x):
+        return _ScaledInputGrad.apply(x)
+
+
+def _binary(seed=0, bug=False):
+    torch.manual_seed(seed)
+    layers = [torch.nn.Linear(16, 32), torch.nn.Tanh()] + ([_Doubled()] if bug else [])
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(32, 1))
+    x = torch.randn(8, 16)
+    return model, x, (x[:, 0] > 0).long()
+
+
+def _bce_float_targets(out, y):
+    """The everyday binary loss: the int labels cast with .float() inside the loss."""
+    return torch.nn.functional.binary_cross_entropy_with_logits(out.squeeze(-1), y.float())
+
+
+def _focal(out, y, gamma=2.0):
+    """torchvision's sigmoid focal loss: a sigmoid for p_t beside BCE with logits."""
+    t = y.float().unsqueeze(-1)
+    p = torch.sigmoid(out)
+    ce = torch.nn.functional.binary_cross_entropy_with_logits(out, t, reduction="none")
+    p_t = p * t + (1 - p) * (1 - t)
+    return (ce * (1 - p_t) ** gamma).mean()
+
+
+@pytest.mark.parametrize("loss_fn", [_bce_float_targets, _focal])
+def test_a_loss_casting_targets_to_float32_passes_and_a_bug_behind_it_is_found(loss_fn):
+    """On float64 logits, BCE with logits given float32 targets computes in float32: finite
+    differences were noise and every gradient looked wrong. The check now turns the user's
+    float32 casts into float64 while it runs, and puts the default dtype back."""
+    model, x, y = _binary()
+    report = check_gradients(model, loss_fn, x, y)
+    assert report.passed, str(report)
+    assert torch.get_default_dtype() == torch.float32
+    model, x, y = _binary(bug=True)
+    report = check_gradients(model, loss_fn, x, y)
+    assert not report.passed and report.culprits == ["2"], str(report)
+    assert torch.get_default_dtype() == torch.float32
+
+
+def test_float32_casts_are_float64_only_inside_the_check_also_when_it_raises():
+    model, x, y = _binary()
+
+    def broken(out, y):
+        raise ValueError("a loss that raises")
+    with pytest.raises(DiagnosticsError, match="a loss that raises"):
+        check_gradients(model, broken, x, y)
+    assert torch.get_default_dtype() == torch.float32
+    assert torch.ones(1).float().dtype == torch.float32
+
+
+class _TwoTowers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(6, 4), torch.nn.Linear(6, 4)
+
+    def forward(self, xa, xb):
+        return self.a(xa), self.b(xb)
+
+
+def _tower_loss(out, targets):
+    """Regression of both towers' agreement on float targets: the loss reads both entries."""
+    return ((out[0] * out[1]).sum(-1) - targets).pow(2).mean()
+
+
+def test_a_loss_reading_two_outputs_with_float_targets_of_another_shape_is_checked():
+    """The broadcast probe replaced the logits by a leaf and ran backward twice through the
+    other output's graph ("backward through the graph a second time"); it now holds a
+    constant copy of the other entries."""
+    torch.manual_seed(0)
+    xa, xb, targets = torch.randn(4, 6), torch.randn(4, 6), torch.randn(4)
+    report = check_gradients(_TwoTowers(), _tower_loss, (xa, xb), targets)
+    assert report.passed, str(report)

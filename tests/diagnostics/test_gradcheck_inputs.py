@@ -145,3 +145,37 @@ def test_nondeterministic_model_is_refused():
 
     with pytest.raises(DiagnosticsError, match="deterministic"):
         check_gradients(Noisy(), torch.nn.MSELoss(), np.ones((2, 3)), np.ones((2, 2)))
+
+
+class _LayersInAList(torch.nn.Module):
+    """A real bug: the hidden layers live in a plain list, unregistered (float32 in the copy)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp, self.out = torch.nn.Linear(6, 8), torch.nn.Linear(8, 2)
+        self.blocks = [torch.nn.Linear(8, 8)]
+
+    def forward(self, x):
+        h = torch.relu(self.inp(x))
+        for block in self.blocks:
+            h = torch.relu(block(h))
+        return self.out(h)
+
+
+def test_weights_outside_the_model_are_named_not_the_inputs_or_targets():
+    """A layer in a plain list or a discriminator inside loss_fn stays float32 in the float64
+    copy; the error used to blame the inputs ("expected what the model's forward takes") or
+    the targets' shape."""
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 6), torch.tensor([0, 1, 1, 0])
+    with pytest.raises(DiagnosticsError, match="plain Python list") as raised:
+        check_gradients(_LayersInAList(), torch.nn.functional.cross_entropy, x, y)
+    assert "the model's forward" in str(raised.value) and "inputs:" not in str(raised.value)
+    discriminator, generator = torch.nn.Linear(6, 1), torch.nn.Linear(3, 6)
+
+    def generator_loss(fake, _):
+        return torch.nn.functional.binary_cross_entropy_with_logits(
+            discriminator(fake), torch.ones(len(fake), 1))
+    with pytest.raises(DiagnosticsError, match="held by loss_fn") as raised:
+        check_gradients(generator, generator_loss, torch.randn(4, 3), torch.zeros(4))
+    assert "targets:" not in str(raised.value)

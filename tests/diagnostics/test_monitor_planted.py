@@ -214,6 +214,44 @@ def test_evaluation_pass_in_training_mode(fw):
     assert "model.eval()" in finding.suggestion
 
 
+def _evaluate_with(fw, model, switch_on, steps=6):
+    """Train, then evaluate after model.eval() with the modules ``switch_on`` names put back
+    in train mode (Monte Carlo dropout; or a batch norm a ``train()`` override left on)."""
+    x, y = teacher_data(0)
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.1)
+    with Monitor(model, optimizer, every=1) as monitor:
+        for xb, yb in batches(x, y, steps=steps):
+            model.train()
+            optimizer.zero_grad()
+            loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb))
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+            model.eval()
+            for name in switch_on:
+                model[int(name)].train()
+            with fw.no_grad():
+                for _ in range(3):
+                    model(fw.inputs(x[:32]))
+    return monitor.report()
+
+
+def test_monte_carlo_dropout_after_model_eval_is_quiet(fw):
+    nn = fw.nn
+    model = nn.Sequential(nn.Linear(FEATURES, 32), nn.ReLU(), nn.Dropout(0.2),
+                          nn.Linear(32, 4))
+    assert "TRAIN_MODE_AT_EVAL" not in _evaluate_with(fw, model, ["2"]).codes()
+
+
+def test_batch_norm_left_in_train_mode_under_an_eval_model_is_flagged(fw):
+    nn = fw.nn
+    model = nn.Sequential(nn.Linear(FEATURES, 32), nn.BatchNorm1d(32), nn.ReLU(),
+                          nn.Dropout(0.2), nn.Linear(32, 4))
+    report = _evaluate_with(fw, model, ["1", "3"])
+    finding = next(f for f in report.findings if f.code == "TRAIN_MODE_AT_EVAL")
+    assert finding.evidence["modules"] == ["1", "3"]
+
+
 def test_evaluation_after_model_eval_is_quiet(fw):
     nn = fw.nn
     model = nn.Sequential(nn.Linear(FEATURES, 32), nn.BatchNorm1d(32), nn.ReLU(),

@@ -306,3 +306,59 @@ def _set_bias_value(bias, value):
             bias.fill_(value)
     else:
         bias.data[...] = value
+
+
+class _TemperedLoss(torch.nn.Module):
+    """CLIP-style: a learnable temperature in the loss module, trained by the same optimizer."""
+
+    def __init__(self):
+        super().__init__()
+        self.log_scale = torch.nn.Parameter(torch.tensor(0.5))
+
+    def forward(self, logits, targets):
+        return torch.nn.functional.cross_entropy(logits * self.log_scale.exp(), targets)
+
+
+def test_a_learnable_tensor_outside_the_model_in_the_optimizer_passes_and_is_restored():
+    """Every trainable parameter held, plus one more: healthy, not PARAMS_NOT_UPDATING; the
+    training items step it, and preflight puts its value and gradient back."""
+    x, y = classification_data(rows=16)
+    x, y = tensor("torch", x), tensor("torch", y)
+    torch.manual_seed(0)
+    model, loss_fn = mlp("torch"), _TemperedLoss()
+    optimizer = torch.optim.Adam([*model.parameters(), *loss_fn.parameters()], lr=3e-3)
+    before = loss_fn.log_scale.detach().clone()
+    report = preflight(model, loss_fn, x, y, optimizer=optimizer)
+    assert report.item("parameters").status == "PASS", str(report)
+    assert "1 tensor(s) outside the model" in report.item("parameters").summary
+    assert _statuses(report)["training steps"] == "PASS", str(report)
+    assert torch.equal(loss_fn.log_scale.detach(), before) and loss_fn.log_scale.grad is None
+
+
+def test_an_optimizer_that_misses_a_replaced_layer_is_still_flagged():
+    """The optimizer built, then a layer replaced: it holds the old layer's tensors (outside
+    the model) and lacks the new one's."""
+    x, y = classification_data(rows=16)
+    x, y = tensor("torch", x), tensor("torch", y)
+    model = mlp("torch")
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    last = len(model) - 1
+    model[last] = torch.nn.Linear(model[last].in_features, model[last].out_features)
+    report = preflight(model, cross_entropy("torch"), x, y, optimizer=optimizer)
+    assert _codes(report, "parameters") == ["PARAMS_NOT_UPDATING"], str(report)
+    assert report.item("parameters").findings[0].evidence["foreign_tensors"] == 2
+
+
+@pytest.mark.parametrize("sigmoid", [True, False])
+def test_training_steps_hand_the_monitor_the_loss_tensor_so_its_graph_is_read(sigmoid):
+    """A sigmoid before BCEWithLogitsLoss shows only in the loss's graph: preflight used to
+    hand the Monitor the loss's value, and its training steps passed. The fixed twin passes."""
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1)]
+    model = torch.nn.Sequential(*layers, *([torch.nn.Sigmoid()] if sigmoid else []))
+    bce = torch.nn.BCEWithLogitsLoss()
+    x = torch.randn(32, 16)
+    y = (x[:, 0] > 0).long()
+    report = preflight(model, lambda out, y: bce(out.squeeze(-1), y.float()), x, y)
+    codes = _codes(report, "training steps")
+    assert codes == (["PROBABILITIES_AS_LOGITS"] if sigmoid else []), str(report)

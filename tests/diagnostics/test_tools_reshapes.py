@@ -139,6 +139,32 @@ def test_legitimate_reshapes_in_attention_and_heads_are_quiet():
     assert calls == [] and more == []
 
 
+def _relative_shift(scores, how):
+    """Transformer-XL's shift: grow the last axis by one zero slice, view (T, R+1) as (R+1, T),
+    drop the first row, view back: each query row moves by its position, on purpose."""
+    b, t, r = scores.shape
+    if how == "pad":
+        padded = torch.nn.functional.pad(scores, (1, 0))
+    else:
+        padded = torch.cat([scores.new_zeros(b, t, 1), scores], dim=-1)
+    return padded.view(b, r + 1, t)[:, 1:].view(b, t, r)
+
+
+@pytest.mark.parametrize("how", ["pad", "cat"])
+def test_the_relative_position_shift_is_quiet_and_a_token_prepended_then_viewed_is_not(how):
+    model = torch.nn.Linear(4, 4)
+    scores = torch.randn(2, 4, 4)
+    with torch.no_grad(), watch_reshapes(model) as calls:
+        _relative_shift(scores, how)
+    assert calls == []
+    tokens, cls = torch.randn(2, 5, 8), torch.randn(2, 1, 8)    # a learned class token
+    with torch.no_grad(), watch_reshapes(model) as calls:
+        torch.cat([cls, tokens], dim=1).view(2, 8, 6)             # bug: transpose meant
+        torch.nn.functional.pad(tokens, (1, 1)).view(2, 10, 5)    # grown by two: not a shift
+    assert [(c.before, c.after) for c in calls] == [((2, 6, 8), (2, 8, 6)),
+                                                    ((2, 5, 10), (2, 10, 5))]
+
+
 def _case(how, *, rows=8):
     torch.manual_seed(0)
     return _Wrapper(how), torch.randn(rows, 3, 4, 4), torch.arange(rows) % 4

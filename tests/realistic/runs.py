@@ -93,11 +93,17 @@ def plain_run(name):
 
 
 def model_state(setup):
-    """Parameters and buffers as NumPy copies (bit-exact)."""
+    """Parameters and buffers as NumPy copies (bit-exact; bfloat16 widened to float32, which
+    NumPy lacks, exactly)."""
     if setup.framework == "torch":
-        return {k: v.detach().cpu().clone().numpy() for k, v in setup.model.state_dict().items()}
+        return {k: _widened(v.detach().cpu().clone()).numpy()
+                for k, v in setup.model.state_dict().items()}
     return {k: np.array(v.data if hasattr(v, "data") else v, copy=True)
             for k, v in setup.model.state_dict().items()}
+
+
+def _widened(tensor):
+    return tensor.float() if tensor.dtype == torch.bfloat16 else tensor
 
 
 # ----------------------------------------------------------------- tools

@@ -693,6 +693,310 @@ def label_smoothing(seed):
                  "cross-entropy with label_smoothing=0.1 (the loss cannot reach 0)", classes=4)
 
 
+def _binary_blobs(seed):
+    x, y = _blobs(seed, classes=2)
+    return x, y
+
+
+def bce_logits_float_targets(seed):
+    """The everyday binary loss: one logit, int labels cast with ``.float()`` in the loss (the
+    float64 gradient check once computed it in float32 and failed every gradient)."""
+    torch.manual_seed(seed)
+    x, y = _binary_blobs(seed)
+    model = _mlp(classes=1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    loss_fn = lambda out, y: F.binary_cross_entropy_with_logits(  # noqa: E731
+        out.squeeze(-1), y.float())
+    return Setup("bce_logits_float_targets", "torch", model, optimizer, loss_fn,
+                 _plain_step(loss_fn), _cycle(x, y, 32), 150, _fell(0.3),
+                 "one logit, F.binary_cross_entropy_with_logits(out.squeeze(-1), y.float())")
+
+
+def _sigmoid_focal_loss(out, y, gamma=2.0, alpha=0.25):
+    """torchvision's sigmoid_focal_loss: a sigmoid for p_t beside BCE on the logits."""
+    t = F.one_hot(y, out.shape[-1]).float()
+    p = torch.sigmoid(out)
+    ce = F.binary_cross_entropy_with_logits(out, t, reduction="none")
+    p_t = p * t + (1 - p) * (1 - t)
+    weight = alpha * t + (1 - alpha) * (1 - t)
+    return (weight * ce * (1 - p_t) ** gamma).mean()
+
+
+def focal_loss(seed):
+    torch.manual_seed(seed)
+    x, y = _blobs(seed)
+    model = _mlp()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    return Setup("focal_loss", "torch", model, optimizer, _sigmoid_focal_loss,
+                 _plain_step(_sigmoid_focal_loss), _cycle(x, y, 32), 150, _fell(0.3),
+                 "sigmoid focal loss: torch.sigmoid(logits) and BCE with logits, side by side",
+                 classes=4)
+
+
+class HandAttention(nn.Module):
+    """Multi-head self-attention written by hand: view/transpose into heads and back."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+                   for z in self.qkv(x).split(c, dim=2))
+        weights = (q @ k.transpose(-2, -1) / math.sqrt(c // self.heads)).softmax(-1)
+        return self.proj((weights @ v).transpose(1, 2).contiguous().view(b, t, c))
+
+
+class TinyViT(nn.Module):
+    """ViT: conv patch embedding (``flatten(2).transpose(1, 2)``), an einops-style rearrange
+    (``b c (h p) (w q) -> b (h w) (p q c)`` by reshape + permute), a class token."""
+
+    def __init__(self, width=16, patch=4, classes=4):
+        super().__init__()
+        self.patch = patch
+        self.embed = nn.Conv2d(1, width, patch, patch)
+        self.pixels = nn.Linear(patch * patch, width)
+        self.position = nn.Parameter(torch.randn(1, 4, width) * 0.02)
+        self.cls = nn.Parameter(torch.zeros(1, 1, width))
+        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.attention = HandAttention(width, heads=2)
+        self.mlp = nn.Sequential(nn.Linear(width, 2 * width), nn.GELU(),
+                                 nn.Linear(2 * width, width))
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, images):
+        b, c, h, w = images.shape
+        p = self.patch
+        patches = images.reshape(b, c, h // p, p, w // p, p).permute(0, 2, 4, 3, 5, 1)
+        x = self.embed(images).flatten(2).transpose(1, 2) + self.position
+        x = x + self.pixels(patches.reshape(b, (h // p) * (w // p), p * p * c))
+        x = torch.cat([self.cls.expand(b, -1, -1), x], dim=1)
+        x = x + self.attention(self.norm1(x))
+        x = x + self.mlp(self.norm2(x))
+        return self.head(x[:, 0])
+
+
+def _quadrant_images(seed, n=256):
+    """8x8 images whose bright 4x4 quadrant names the class."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 4, (n,), generator=g)
+    x = torch.randn(n, 1, 8, 8, generator=g) * 0.5
+    for quadrant in range(4):
+        rows, cols = divmod(quadrant, 2)
+        x[y == quadrant, :, rows * 4:rows * 4 + 4, cols * 4:cols * 4 + 4] += 1.0
+    return x, y
+
+
+def vit_patches(seed):
+    torch.manual_seed(seed)
+    x, y = _quadrant_images(seed)
+    model = TinyViT()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    return Setup("vit_patches", "torch", model, optimizer, F.cross_entropy,
+                 _plain_step(F.cross_entropy), _cycle(x, y, 32), 150, _fell(0.3),
+                 "ViT patch embedding, hand-written attention heads, a reshape+permute rearrange",
+                 classes=4)
+
+
+class LSTMLanguageModel(nn.Module):
+    def __init__(self, vocab=12, width=24):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.rnn = nn.LSTM(width, width, batch_first=True)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, tokens, state=None):
+        out, state = self.rnn(self.embed(tokens), state)
+        return self.head(out), state
+
+
+def lstm_tbptt(seed, vocab=12, window=10):
+    """Truncated backpropagation through time: the hidden state carried from window to window,
+    detached, reset at each pass over the stream; ``losses.append(loss.item())``."""
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    stride = torch.randint(1, 4, (16, 1), generator=g)
+    stream = (torch.randint(0, vocab, (16, 1), generator=g) + stride * torch.arange(201)) % vocab
+    model = LSTMLanguageModel(vocab)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    loss_fn = lambda out, y: F.cross_entropy(out[0].reshape(-1, vocab), y.reshape(-1))  # noqa: E731
+    carried, logged = {"state": None, "step": 0}, []
+
+    def train_step(model, batch, optimizer):
+        tokens, targets = batch
+        if carried["step"] % 20 == 0:
+            carried["state"] = None
+        carried["step"] += 1
+        state = carried["state"]
+        if state is not None:
+            state = tuple(h.detach() for h in state)
+        optimizer.zero_grad()
+        logits, carried["state"] = model(tokens, state)
+        loss = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        logged.append(loss.item())
+        return loss
+
+    def batch(step):
+        start = (step % 20) * window
+        return stream[:, start:start + window], stream[:, start + 1:start + window + 1]
+    return Setup("lstm_tbptt", "torch", model, optimizer, loss_fn, train_step, batch, 150,
+                 _fell(0.4), "LSTM language model, truncated BPTT with the hidden state detached",
+                 classes=vocab)
+
+
+class NoisyTopTwo(nn.Module):
+    """A mixture of experts: noisy top-2 gating (noise in training only), experts run on the
+    rows routed to them."""
+
+    def __init__(self, features=16, experts=4, classes=4):
+        super().__init__()
+        self.gate, self.noise = nn.Linear(features, experts), nn.Linear(features, experts)
+        self.experts = nn.ModuleList(
+            nn.Sequential(nn.Linear(features, 32), nn.ReLU(), nn.Linear(32, features))
+            for _ in range(experts))
+        self.head = nn.Linear(features, classes)
+
+    def forward(self, x):
+        logits = self.gate(x)
+        if self.training:
+            logits = logits + torch.randn_like(logits) * F.softplus(self.noise(x))
+        top, index = logits.topk(2, dim=-1)
+        weights = top.softmax(-1)
+        mixed = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            chosen = index == e
+            rows = chosen.any(-1)
+            if rows.any():
+                weight = (weights * chosen).sum(-1, keepdim=True)[rows]
+                mixed[rows] = mixed[rows] + weight * expert(x[rows])
+        return self.head(x + mixed)
+
+
+def mixture_of_experts(seed):
+    torch.manual_seed(seed)
+    x, y = _blobs(seed)
+    model = NoisyTopTwo()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    return Setup("mixture_of_experts", "torch", model, optimizer, F.cross_entropy,
+                 _plain_step(F.cross_entropy), _cycle(x, y, 32), 150, _fell(0.3),
+                 "mixture of experts, noisy top-2 gating, experts on their routed rows",
+                 classes=4)
+
+
+def ema_weights(seed, decay=0.95):
+    """An EMA copy of the weights (and BatchNorm statistics) updated by hand after each step,
+    no optimizer of its own."""
+    import copy
+    torch.manual_seed(seed)
+    x, y = _blobs(seed)
+    model = nn.Sequential(nn.Linear(16, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.1),
+                          nn.Linear(32, 4))
+    ema = copy.deepcopy(model).requires_grad_(False).eval()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    plain = _plain_step(F.cross_entropy)
+
+    def train_step(model, batch, optimizer):
+        loss = plain(model, batch, optimizer)
+        with torch.no_grad():
+            for averaged, param in zip(ema.parameters(), model.parameters()):
+                averaged.lerp_(param, 1 - decay)
+            for averaged, buffer in zip(ema.buffers(), model.buffers()):
+                averaged.copy_(buffer)
+        return loss
+
+    def learned(losses):
+        with torch.no_grad():
+            accuracy = (ema(x).argmax(1) == y).float().mean().item()
+        return _fell(0.3)(losses) and accuracy > 0.9
+    return Setup("ema_weights", "torch", model, optimizer, F.cross_entropy, train_step,
+                 _cycle(x, y, 32), 150, learned, "an EMA of the weights kept by hand; it learns",
+                 extra={"ema": ema}, classes=4)
+
+
+class CheckpointedBlocks(nn.Module):
+    """Activation checkpointing (``torch.utils.checkpoint``, non-reentrant) around two blocks,
+    one with dropout (its mask is replayed in the recomputation)."""
+
+    def __init__(self):
+        super().__init__()
+        self.block1 = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Dropout(0.1))
+        self.block2 = nn.Sequential(nn.Linear(32, 32), nn.ReLU())
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+        h = checkpoint(self.block1, x, use_reentrant=False)
+        return self.head(checkpoint(self.block2, h, use_reentrant=False))
+
+
+def gradient_checkpointing(seed):
+    torch.manual_seed(seed)
+    x, y = _blobs(seed)
+    model = CheckpointedBlocks()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    return Setup("gradient_checkpointing", "torch", model, optimizer, F.cross_entropy,
+                 _plain_step(F.cross_entropy), _cycle(x, y, 32), 150, _fell(0.3),
+                 "torch.utils.checkpoint(use_reentrant=False) around two blocks", classes=4)
+
+
+def frozen_requires_grad(seed):
+    """Layers frozen with ``requires_grad_(False)``, the optimizer over the trainable rest."""
+    torch.manual_seed(seed)
+    x, y = _blobs(seed)
+    model = _mlp()
+    model[0].requires_grad_(False)
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    return Setup("frozen_requires_grad", "torch", model, optimizer, F.cross_entropy,
+                 _plain_step(F.cross_entropy), _cycle(x, y, 32), 150, _fell(0.5),
+                 "first layer frozen with requires_grad_(False), optimizer over the others",
+                 classes=4)
+
+
+def bf16_weights_adam(seed):
+    """A model cast to bfloat16 trained with Adam's default eps (1e-8 is not 0 in bf16)."""
+    torch.manual_seed(seed)
+    x, y = _blobs(seed)
+    model = _mlp().to(torch.bfloat16)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    return Setup("bf16_weights_adam", "torch", model, optimizer, F.cross_entropy,
+                 _plain_step(F.cross_entropy), _cycle(x.bfloat16(), y, 32), 150, _fell(0.3),
+                 "model.to(torch.bfloat16), Adam(eps=1e-8)", classes=4)
+
+
+class RelativeAttention(nn.Module):
+    """Attention scores against learned relative positions, aligned by Transformer-XL's shift:
+    pad the last axis with one zero column, view ``(T, R + 1)`` as ``(R + 1, T)``, drop a row."""
+
+    def __init__(self, tokens=4, width=4, hidden=16, classes=4):
+        super().__init__()
+        self.query, self.value = nn.Linear(width, hidden), nn.Linear(width, hidden)
+        self.relative = nn.Parameter(torch.randn(tokens, hidden) * 0.1)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        scores = F.pad(self.query(x) @ self.relative.t(), (1, 0))
+        scores = scores.view(b, t + 1, t)[:, 1:].view(b, t, t)
+        return self.head((scores.softmax(-1) @ self.value(x)).mean(1))
+
+
+def relative_position_shift(seed):
+    torch.manual_seed(seed)
+    x, y = _blobs(seed)
+    model = RelativeAttention()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    return Setup("relative_position_shift", "torch", model, optimizer, F.cross_entropy,
+                 _plain_step(F.cross_entropy), _cycle(x.view(-1, 4, 4), y, 32), 150, _fell(0.3),
+                 "Transformer-XL's relative shift: a view of a zero-padded (T, R+1) as (R+1, T)",
+                 classes=4)
+
+
 # ----------------------------------------------------------------- minigrad setups
 def _mg_blobs(seed):
     x, y = _blobs(seed) if torch is not None else _np_blobs(seed)
@@ -842,7 +1146,9 @@ TORCH_SETUPS = {f.__name__: f for f in (
     multihead_attention, lstm_packed, gru_packed, residual_cnn_batchnorm, dict_output,
     tuple_output, keyword_input, dict_logits_and_loss, compiled, frozen_backbone,
     gradient_accumulation, long_convergence, causal_lm, shared_relu, inplace_relu,
-    label_smoothing)}
+    label_smoothing, bce_logits_float_targets, focal_loss, vit_patches, lstm_tbptt,
+    mixture_of_experts, ema_weights, gradient_checkpointing, frozen_requires_grad,
+    bf16_weights_adam, relative_position_shift)}
 MINIGRAD_SETUPS = {f.__name__: f for f in (
     mg_adam_mlp, mg_batchnorm_cosine, mg_shared_relu, mg_dict_output, mg_frozen_backbone,
     mg_long_convergence)}

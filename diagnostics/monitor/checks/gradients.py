@@ -150,7 +150,9 @@ def no_gradient(view):
                 + f": the graph is cut at or after "
                 f"layer {display_name(last.module_name)}, or the module is not used in forward",
                 "look for .detach(), .data, .item()/.numpy() round trips or torch.no_grad() "
-                "inside forward, and for layers defined in __init__ but never called",
+                "inside forward, for layers defined in __init__ but never called, and for "
+                "torch.utils.checkpoint(..., use_reentrant=True) around the first layers "
+                "(no input requires grad there: pass use_reentrant=False)",
                 {"parameters": [p.name for p in run], "sampled_steps": len(samples)}))
     frozen = [p for p in view.layout.params if not p.trainable and p.in_optimizer]
     if frozen:

@@ -11,7 +11,7 @@ tensor with elements zero in one run and not in the other while every element no
 both is equal up to one scale; the first tensor with it was made in the forward of the module
 running then (of the module itself, for its output). Additive noise (a VAE sampling its
 latent), a random time step or one-hot samples do not carry it and stay quiet, and a module
-in train mode (Monte Carlo dropout switched on with ``.train()``) is TRAIN_MODE_AT_EVAL's.
+in train mode (Monte Carlo dropout switched on with ``.train()``) is deliberate.
 
 The replays run without gradients and with every hook of the model set aside (the user's and
 the Monitor's: they see no extra call), inside one save and restore of the random generators

@@ -1,4 +1,11 @@
-"""Model calls without gradients (evaluation passes) while some modules are in training mode."""
+"""Model calls without gradients (evaluation passes) while some modules are in training mode.
+
+Not counted: a model in eval mode whose only modules in training mode are dropouts. Those were
+switched back on by hand after ``model.eval()``, which is Monte Carlo dropout on purpose; the
+forgotten ``model.eval()`` leaves the model itself in training mode, and a batch norm in
+training mode under an eval model (a ``train()`` override that skips children) still counts.
+"""
+from ..kinds import DROPOUT, module_kind
 from .base import Probe
 
 
@@ -12,7 +19,11 @@ class ModesProbe(Probe):
     def on_forward(self, args, kwargs, grad_enabled):
         if grad_enabled:
             return
-        training = [name for name, module in self.ctx.layout.mode_modules if module.training]
+        training = [(name, module) for name, module in self.ctx.layout.mode_modules
+                    if module.training]
+        if _monte_carlo_dropout(self.ctx.backend.model, training):
+            return
+        training = [name for name, _ in training]
         if training:
             self.count += 1
             if not self.passes:
@@ -20,3 +31,8 @@ class ModesProbe(Probe):
 
     def view_fields(self):
         return {"eval_passes": list(self.passes), "eval_pass_count": self.count}
+
+
+def _monte_carlo_dropout(model, training):
+    return (bool(training) and not getattr(model, "training", True)
+            and all(module_kind(module) == DROPOUT for _, module in training))

@@ -46,7 +46,11 @@ class Series:
         self._size = 0
 
     def append(self, value):
-        self.extend((value,))
+        if not isinstance(value, (float, int)) or self._size == self._buffer.size:
+            self.extend((value,))
+            return
+        self._buffer[self._size] = value   # a number: no array made for it
+        self._size += 1
 
     def extend(self, values):
         values = np.asarray(values, dtype=np.float64).reshape(-1)
@@ -111,9 +115,10 @@ class History:
     def add_row(self, row):
         """Append a row given as {column: value}; missing columns are NaN."""
         values = [np.nan] * len(self.columns)
+        index = self._index
         for name, value in row.items():
-            values[self._index[name]] = value
-        self._values.extend(float(v) for v in values)
+            values[index[name]] = float(value)
+        self._values.extend(values)
 
     def __len__(self):
         return len(self._values) // len(self.columns)

@@ -90,6 +90,13 @@ class TorchKernels(Kernels):
         norm = self.torch.linalg.vector_norm
         return (norm(delta), norm(now))
 
+    def update_statistics_many(self, params, befores):
+        torch = self.torch
+        nows = [self._reducible(self._sampled(p)) for p in params]
+        deltas = [self._reducible(b) for b in befores]
+        torch._foreach_sub_(deltas, nows)      # one fused pass per device and dtype
+        return list(torch._foreach_norm(deltas + nows))
+
     def value_sample(self, tensor, *, limit):
         x = tensor.detach()
         if x.numel() == 0 or not x.is_floating_point():
@@ -123,20 +130,20 @@ class TorchKernels(Kernels):
         if not results:
             return []
         torch, device = self.torch, results[0].device
-        results = [t if t.device == device else t.to(device) for t in results]
-        scalars = [i for i, t in enumerate(results) if t.dim() == 0]
-        vectors = [i for i, t in enumerate(results) if t.dim() != 0]
-        parts = [torch.stack([results[i] for i in scalars])] if scalars else []
-        parts += [results[i].reshape(-1) for i in vectors]
-        flat = torch.cat(parts).to(torch.float64).cpu().numpy()   # the one synchronisation
-        arrays = [None] * len(results)
-        for index, value in zip(scalars, flat[:len(scalars)].tolist()):
-            arrays[index] = value
-        offset = len(scalars)
-        for index in vectors:
-            size = results[index].numel()
-            arrays[index] = flat[offset:offset + size]
-            offset += size
+        try:   # one call makes every result 1-d; promotes to the widest dtype
+            flat = torch.cat(torch.atleast_1d(results))
+        except RuntimeError:   # results on several devices: bring them to the first one's
+            flat = torch.cat([t.to(device).reshape(-1) for t in results])
+        flat = flat.to(torch.float64).cpu().numpy()   # the one synchronisation
+        arrays, offset = [], 0
+        for tensor in results:
+            if tensor.dim() == 0:
+                arrays.append(float(flat[offset]))
+                offset += 1
+            else:
+                size = tensor.numel()
+                arrays.append(flat[offset:offset + size])
+                offset += size
         return arrays
 
     def release_scratch(self):

@@ -178,9 +178,13 @@ class TorchKernels(Kernels):
         return ()
 
     def _saved_state(self, node):
-        for attr in dir(node):
-            if not attr.startswith("_saved_"):
-                continue
+        kind = type(node)
+        attrs = _SAVED_ATTRS.get(kind)
+        if attrs is None:   # dir() of a node is slow: once per node type
+            attrs = tuple(a for a in dir(node) if a.startswith("_saved_"))
+            if len(_SAVED_ATTRS) < 4096:
+                _SAVED_ATTRS[kind] = attrs
+        for attr in attrs:
             try:
                 value = getattr(node, attr)
             except RuntimeError:  # "... saved tensors after they have already been freed"
@@ -226,6 +230,9 @@ class TorchKernels(Kernels):
         if axis != x.dim() - 1:
             x = x[:1].movedim(axis, -1)
         return x.reshape(-1, x.shape[-1])[:self.CLASS_ROWS]
+
+
+_SAVED_ATTRS = {}   # graph node type -> its "_saved_..." attributes
 
 
 def _op_name(func):

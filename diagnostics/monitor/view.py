@@ -136,7 +136,9 @@ class WindowView:
         if layer.kind != RECTIFIER:
             return math.nan
         dead = self.dead_units(layer.name)
-        return math.nan if dead is None else float(dead.mean())
+        if dead is None or dead.size == 0:
+            return math.nan
+        return np.count_nonzero(dead) / dead.size
 
     # -------------------------------------------------------------- gradients
     @property

@@ -2,11 +2,11 @@
 import math
 import statistics
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 
 from .kinds import RECTIFIER
+from .records import cached_property
 
 _CLIP_HISTORY = 10_000  # the clip value is taken from at most this many recent gradient norms
 

@@ -41,7 +41,10 @@ class TorchKernels(Kernels):
         return -(log_p.exp() * log_p).sum(dim=-1).mean()
 
     def gradient_statistics(self, grad, *, per_unit=False, inv_scale=None):
-        flat = self._reducible(grad.detach()).reshape(-1)
+        if grad.requires_grad:   # (a gradient of a backward with create_graph=True)
+            grad = grad.detach()
+        flat = self._reducible(grad)
+        flat = flat if flat.dim() == 1 else flat.reshape(-1)
         if flat.numel() == 0:
             return (flat.new_zeros(()),) * 3
         if inv_scale is not None:   # as GradScaler.unscale_ does: multiply by 1 / scale
@@ -129,22 +132,39 @@ class TorchKernels(Kernels):
     def gather(self, results):
         if not results:
             return []
-        torch, device = self.torch, results[0].device
-        try:   # one call makes every result 1-d; promotes to the widest dtype
-            flat = torch.cat(torch.atleast_1d(results))
+        torch = self.torch
+        scalars, vectors = [], []
+        for t in results:
+            if t.dim() == 0:
+                scalars.append(t)
+            else:
+                vectors.append(t if t.dim() == 1 else t.reshape(-1))
+        try:
+            flat = self._concatenated(scalars, vectors)
         except RuntimeError:   # results on several devices: bring them to the first one's
-            flat = torch.cat([t.to(device).reshape(-1) for t in results])
+            device = results[0].device
+            flat = self._concatenated([t.to(device) for t in scalars],
+                                      [t.to(device) for t in vectors])
         flat = flat.to(torch.float64).cpu().numpy()   # the one synchronisation
-        arrays, offset = [], 0
+        values = flat[:len(scalars)].tolist()
+        arrays, offset, scalar = [], len(scalars), 0
         for tensor in results:
             if tensor.dim() == 0:
-                arrays.append(float(flat[offset]))
-                offset += 1
+                arrays.append(values[scalar])
+                scalar += 1
             else:
                 size = tensor.numel()
                 arrays.append(flat[offset:offset + size])
                 offset += size
         return arrays
+
+    def _concatenated(self, scalars, vectors):
+        """The 0-d results stacked, then the others, in one 1-d tensor (widest dtype)."""
+        torch = self.torch
+        if not scalars:
+            return torch.cat(vectors)
+        stacked = torch.stack(scalars)
+        return torch.cat([stacked, *vectors]) if vectors else stacked
 
     def release_scratch(self):
         self._scratch_buffers = {}

@@ -83,25 +83,24 @@ class History:
         self._values = array("d")
         self.first_nonfinite_step = None
         self.best_level = None        # the lowest median of LEVEL_STEPS consecutive losses
-        self._level = np.zeros(0)
+        self._level = []              # losses not yet in a median of LEVEL_STEPS
 
     # ------------------------------------------------------------------ losses
     def add_losses(self, values):
         """Append the losses of consecutive steps, oldest first."""
         values = np.asarray(values, dtype=np.float64).reshape(-1)
-        if self.first_nonfinite_step is None:
+        if self.first_nonfinite_step is None and not np.isfinite(values).all():
             bad = np.flatnonzero(~np.isfinite(values))
-            if bad.size:
-                self.first_nonfinite_step = len(self._losses) + int(bad[0])
+            self.first_nonfinite_step = len(self._losses) + int(bad[0])
         self._losses.extend(values)
-        pending = np.concatenate([self._level, values])
-        complete = pending.size - pending.size % LEVEL_STEPS
+        self._level += values.tolist()
+        complete = len(self._level) - len(self._level) % LEVEL_STEPS
         if complete:
-            levels = np.median(pending[:complete].reshape(-1, LEVEL_STEPS), axis=1)
+            levels = np.median(np.reshape(self._level[:complete], (-1, LEVEL_STEPS)), axis=1)
             levels = levels[np.isfinite(levels)]
             if levels.size and (self.best_level is None or levels.min() < self.best_level):
                 self.best_level = float(levels.min())
-        self._level = pending[complete:]
+            del self._level[:complete]
 
     @property
     def losses(self):

@@ -231,18 +231,17 @@ class TorchKernels(Kernels):
         low = residual.amin(dim=1, keepdim=True)
         misfit = (residual.abs().sum(dim=1, keepdim=True) - low.abs() + (low + k).abs()) / k
         counted = k > 0
-        zero = torch.zeros_like(misfit)
-        k_low = torch.where(counted, k, k.amax()).amin()
-        return (torch.where(counted, misfit, zero).amax(), counted.sum().to(misfit.dtype),
-                (k.amax() - k_low) / k.amax())
+        k_high = k.amax()
+        k_low = torch.where(counted, k, k_high).amin()
+        return (torch.where(counted, misfit, 0.0).amax(), counted.sum().to(misfit.dtype),
+                (k_high - k_low) / k_high)
 
     def pick_misfit(self, grad, axis):
         g = self._class_rows(grad, axis)
         low = g.amin(dim=1)
         misfit = (g.abs().sum(dim=1) + low) / -low
         counted = low < 0
-        return (self.torch.where(counted, misfit, self.torch.zeros_like(misfit)).amax(),
-                counted.sum().to(misfit.dtype))
+        return (self.torch.where(counted, misfit, 0.0).amax(), counted.sum().to(misfit.dtype))
 
     def _class_rows(self, tensor, axis):
         """(rows, classes): the first ``CLASS_ROWS`` rows along ``axis``, in float32 or more."""

@@ -295,8 +295,8 @@ class Monitor:
                 self._on_finding(finding)
 
     def _view(self):
-        for probe, call in self._phases["view_fields"]:
-            part = self._guarded(probe, call, "view_fields")
+        probes = self._phases["view_fields"]
+        for (probe, _), part in zip(probes, self._each("view_fields")):
             if part is not None:
                 self._fields_of[probe] = part
         fields, signals = {"losses": np.zeros(0)}, {}

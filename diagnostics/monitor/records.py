@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
-class cached_property:  # noqa: N801 - named as the functools one it stands in for
+class cached_property:   # named as the functools one it stands in for
     """``functools.cached_property`` without its lock: before Python 3.12 it takes a lock at
     every first read, which a sampled step pays for each of its records."""
 

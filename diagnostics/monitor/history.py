@@ -46,7 +46,11 @@ class Series:
         self._size = 0
 
     def append(self, value):
-        self.extend((value,))
+        if not isinstance(value, (float, int)) or self._size == self._buffer.size:
+            self.extend((value,))
+            return
+        self._buffer[self._size] = value   # a number: no array made for it
+        self._size += 1
 
     def extend(self, values):
         values = np.asarray(values, dtype=np.float64).reshape(-1)
@@ -79,25 +83,24 @@ class History:
         self._values = array("d")
         self.first_nonfinite_step = None
         self.best_level = None        # the lowest median of LEVEL_STEPS consecutive losses
-        self._level = np.zeros(0)
+        self._level = []              # losses not yet in a median of LEVEL_STEPS
 
     # ------------------------------------------------------------------ losses
     def add_losses(self, values):
         """Append the losses of consecutive steps, oldest first."""
         values = np.asarray(values, dtype=np.float64).reshape(-1)
-        if self.first_nonfinite_step is None:
+        if self.first_nonfinite_step is None and not np.isfinite(values).all():
             bad = np.flatnonzero(~np.isfinite(values))
-            if bad.size:
-                self.first_nonfinite_step = len(self._losses) + int(bad[0])
+            self.first_nonfinite_step = len(self._losses) + int(bad[0])
         self._losses.extend(values)
-        pending = np.concatenate([self._level, values])
-        complete = pending.size - pending.size % LEVEL_STEPS
+        self._level += values.tolist()
+        complete = len(self._level) - len(self._level) % LEVEL_STEPS
         if complete:
-            levels = np.median(pending[:complete].reshape(-1, LEVEL_STEPS), axis=1)
+            levels = np.median(np.reshape(self._level[:complete], (-1, LEVEL_STEPS)), axis=1)
             levels = levels[np.isfinite(levels)]
             if levels.size and (self.best_level is None or levels.min() < self.best_level):
                 self.best_level = float(levels.min())
-        self._level = pending[complete:]
+            del self._level[:complete]
 
     @property
     def losses(self):
@@ -111,9 +114,10 @@ class History:
     def add_row(self, row):
         """Append a row given as {column: value}; missing columns are NaN."""
         values = [np.nan] * len(self.columns)
+        index = self._index
         for name, value in row.items():
-            values[self._index[name]] = value
-        self._values.extend(float(v) for v in values)
+            values[index[name]] = float(value)
+        self._values.extend(values)
 
     def __len__(self):
         return len(self._values) // len(self.columns)

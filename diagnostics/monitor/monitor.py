@@ -131,9 +131,8 @@ class Monitor:
         columns = columns_for(layout, learning_rate=bool(learning_rates(optimizer)))
         self._history = self._ctx.history = History(
             columns + [c for probe in self._probes for c in probe.columns()])
-        self._step_probes = _overriding(self._probes, "on_step")
-        self._forward_probes = _overriding(self._probes, "on_forward")
-        self._begin_probes = _overriding(self._probes, "begin")
+        self._phases = {}            # probe method -> ((probe, bound method), ...)
+        self._dispatch()
         self._samples = deque(maxlen=window)
         self._log = FindingLog()
         self._on_finding, self._on_resolved = on_finding, on_resolved
@@ -161,9 +160,7 @@ class Monitor:
         """Record the end of an iteration: call it once per iteration, after
         ``optimizer.step()``, with the loss (a one-element tensor or a number)."""
         require(not self._closed, "Monitor.step", "an open Monitor", "one that was closed")
-        urgent = False
-        for probe in list(self._step_probes):
-            urgent = self._guarded(probe, "on_step", loss) or urgent
+        urgent = any(self._each("on_step", loss))
         sample = self._ctx.sample
         if sample is not None:
             self._gather()
@@ -180,8 +177,8 @@ class Monitor:
         view = self._view()
         self._run_checks(view)
         extra = {}
-        for probe in list(self._probes):
-            extra.update(self._guarded(probe, "report_fields") or {})
+        for fields in self._each("report_fields"):
+            extra.update(fields or {})
         return MonitorReport.build(
             view=view, history=self._history, findings=self.findings,
             resolved=self.resolved, backend=self._backend.name,
@@ -241,11 +238,10 @@ class Monitor:
             self._remove_sampled_hooks()
             return
         ctx.sample = Sample(ctx.step)
-        for probe in list(self._begin_probes):
-            self._guarded(probe, "begin")
+        self._each("begin")
         if not self._sampled_hooks:
-            for probe in list(self._probes):
-                handles = self._guarded(probe, "attach") or []
+            for probe, attach in self._phases["attach"]:
+                handles = self._guarded(probe, attach, "attach") or []
                 self._hooks_of[probe] = list(handles)
                 self._sampled_hooks += handles
 
@@ -258,16 +254,13 @@ class Monitor:
     def _on_forward_start(self, module, args, kwargs):
         """Forward pre-hook on the model, always attached: every model call, for the probes
         that watch them (evaluation passes, the optimizer's step, the input)."""
-        grad_enabled = self._backend.grad_enabled()
-        for probe in list(self._forward_probes):
-            self._guarded(probe, "on_forward", args, kwargs, grad_enabled)
+        self._each("on_forward", args, kwargs, self._backend.grad_enabled())
         return None
 
     # ---------------------------------------------------------------- samples
     def _gather(self):
         """Every probe's queued results to the host, in one transfer."""
-        for probe in list(self._probes):
-            self._guarded(probe, "contribute")
+        self._each("contribute")
         try:
             self._collector.flush()
         except Exception as error:     # a statistic failed on the device: skip this sample's
@@ -276,8 +269,7 @@ class Monitor:
 
     def _finish_sample(self, sample):
         self._samples.append(sample)
-        for probe in list(self._probes):
-            self._guarded(probe, "finish", sample)
+        self._each("finish", sample)
         view = self._view()
         due = (self._last_full_check is None
                or sample.step - self._last_full_check >= FULL_CHECK_STEPS)
@@ -287,8 +279,7 @@ class Monitor:
         if self._ranks is not None:
             self._exchange(sample.step)
         row = {"step": sample.step}
-        for probe in list(self._probes):
-            self._guarded(probe, "fill_row", row, sample, view)
+        self._each("fill_row", row, sample, view)
         self._history.add_row(row)
         if self._sinks:
             histograms = self._histograms() if any(getattr(s, "wants_histograms", False)
@@ -304,8 +295,8 @@ class Monitor:
                 self._on_finding(finding)
 
     def _view(self):
-        for probe in list(self._probes):
-            part = self._guarded(probe, "view_fields")
+        probes = self._phases["view_fields"]
+        for (probe, _), part in zip(probes, self._each("view_fields")):
             if part is not None:
                 self._fields_of[probe] = part
         fields, signals = {"losses": np.zeros(0)}, {}
@@ -331,28 +322,51 @@ class Monitor:
                 callback(finding)
 
     # ----------------------------------------------------------------- errors
-    def _guarded(self, probe, method, *args):
-        """``probe.method(*args)``; if it raises, the probe is turned off for the rest of
-        the run (its hooks removed) and a MONITOR_ERROR quotes the exception: a bug of the
-        Monitor on an unusual model must never stop the user's training."""
+    def _dispatch(self):
+        """Per probe method, the probes that override it with their bound method: a phase
+        calls only those (``Probe``'s no-ops cost nothing on the hot path)."""
+        self._phases = {method: tuple((p, getattr(p, method)) for p in self._probes
+                                      if getattr(type(p), method) is not getattr(Probe, method))
+                        for method in _PHASES}
+
+    def _each(self, method, *args):
+        """``probe.method(*args)`` for every probe that overrides it, in order: their results
+        (None for a probe that raised, see ``_guarded``)."""
+        results = []
+        for probe, call in self._phases[method]:
+            try:
+                results.append(call(*args))
+            except DiagnosticsError:   # a bad argument of the user's (a loss that is no loss)
+                raise
+            except Exception as error:
+                self._probe_failed(probe, method, error)
+                results.append(None)
+        return results
+
+    def _guarded(self, probe, call, method, *args):
+        """``call(*args)``, ``call`` being ``probe.method``; if it raises, the probe is turned
+        off for the rest of the run (its hooks removed) and a MONITOR_ERROR quotes the
+        exception: a bug of the Monitor on an unusual model must never stop the training."""
         try:
-            return getattr(probe, method)(*args)
-        except DiagnosticsError:       # a bad argument of the user's (a loss that is no loss)
+            return call(*args)
+        except DiagnosticsError:
             raise
         except Exception as error:
-            self._disable_probe(probe)
-            self._record_error(f"its {type(probe).__name__} ({method})", error)
+            self._probe_failed(probe, method, error)
             return None
+
+    def _probe_failed(self, probe, method, error):
+        self._disable_probe(probe)
+        self._record_error(f"its {type(probe).__name__} ({method})", error)
 
     def _disable_probe(self, probe):
         try:
             probe.close()          # its own permanent hooks
         except Exception:
             pass                   # already reported; the rest of the Monitor goes on
-        for probes in (self._probes, self._step_probes, self._forward_probes,
-                       self._begin_probes):
-            if probe in probes:
-                probes.remove(probe)
+        if probe in self._probes:
+            self._probes.remove(probe)
+        self._dispatch()
         for handle in self._hooks_of.pop(probe, []):
             handle.remove()
             self._sampled_hooks.remove(handle)
@@ -384,9 +398,9 @@ class Monitor:
         return arrays
 
 
-def _overriding(probes, method):
-    """The probes that override ``method`` of ``Probe``: only they are called on the hot path."""
-    return [p for p in probes if getattr(type(p), method) is not getattr(Probe, method)]
+# the probe methods the Monitor calls (``probes.base.Probe``)
+_PHASES = ("attach", "begin", "on_forward", "on_step", "contribute", "finish", "view_fields",
+           "fill_row", "report_fields")
 
 
 def _require_scaler(scaler, backend):

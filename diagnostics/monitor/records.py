@@ -1,9 +1,25 @@
 """What one sampled iteration measured, on the host: plain numbers and small NumPy arrays."""
 import math
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
+
+
+class cached_property:   # named as the functools one it stands in for
+    """``functools.cached_property`` without its lock: before Python 3.12 it takes a lock at
+    every first read, which a sampled step pays for each of its records."""
+
+    def __init__(self, func):
+        self.func, self.name, self.__doc__ = func, func.__name__, func.__doc__
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        value = instance.__dict__[self.name] = self.func(instance)
+        return value
 
 
 @dataclass
@@ -103,10 +119,12 @@ class GradientRecord:
     @classmethod
     def from_parts(cls, count, parts):
         squares, abs_total, largest = parts
-        if np.ndim(largest) == 0:
+        if not isinstance(largest, np.ndarray):
+            largest = np.asarray(largest)
+        if largest.ndim == 0:
             return cls(count, squares, abs_total, float(largest))
-        abs_max = float(np.max(largest)) if np.size(largest) else 0.0
-        return cls(count, squares, abs_total, abs_max, np.asarray(largest))
+        abs_max = float(largest.max()) if largest.size else 0.0
+        return cls(count, squares, abs_total, abs_max, largest)
 
     @property
     def norm_squared(self):

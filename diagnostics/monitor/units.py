@@ -45,8 +45,10 @@ class _Ring:
         self._magnitude = np.zeros((window, units))   # per unit: max(|largest|, |smallest|)
         self._examples = np.zeros(window, dtype=np.int64)
         self._next = self.filled = 0
+        self._dead = None    # dead() until the next add
 
     def add(self, magnitude, examples):
+        self._dead = None
         self._magnitude[self._next] = magnitude
         self._examples[self._next] = examples
         self._next = (self._next + 1) % len(self._examples)
@@ -56,4 +58,7 @@ class _Ring:
         return int(self._examples[:self.filled].sum())
 
     def dead(self):
-        return self._magnitude[:self.filled].max(axis=0) == 0
+        if self._dead is None:
+            self._dead = self._magnitude[:self.filled].max(axis=0) == 0
+            self._dead.flags.writeable = False   # shared by the calls until the next add
+        return self._dead

@@ -2,11 +2,11 @@
 import math
 import statistics
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 
 from .kinds import RECTIFIER
+from .records import cached_property
 
 _CLIP_HISTORY = 10_000  # the clip value is taken from at most this many recent gradient norms
 
@@ -136,7 +136,9 @@ class WindowView:
         if layer.kind != RECTIFIER:
             return math.nan
         dead = self.dead_units(layer.name)
-        return math.nan if dead is None else float(dead.mean())
+        if dead is None or dead.size == 0:
+            return math.nan
+        return np.count_nonzero(dead) / dead.size
 
     # -------------------------------------------------------------- gradients
     @property

@@ -70,6 +70,12 @@ class Kernels(ABC):
         """``(|w - before|, |w|)`` over the entries ``weight_sample`` took, ``w`` being
         ``param`` now; ``before`` (ours) may be overwritten."""
 
+    def update_statistics_many(self, params, befores):
+        """``update_statistics`` of each pair at once: ``[|w - before| of each, then |w| of
+        each]``, in order (a framework may fuse them into a few operations)."""
+        pairs = [self.update_statistics(p, b) for p, b in zip(params, befores)]
+        return [delta for delta, _ in pairs] + [weight for _, weight in pairs]
+
     @abstractmethod
     def value_sample(self, tensor, *, limit):
         """A copy of at most ``limit`` of ``tensor``'s entries, taken as ``weight_sample``
@@ -175,7 +181,13 @@ class Kernels(ABC):
 
     def _node_op(self, node):
         """The op of a graph node without its suffix: ``Sigmoid`` for ``SigmoidBackward0``."""
-        return re.sub(r"Backward\d*$", "", self._node_label(node))
+        label = self._node_label(node)
+        op = _NODE_OPS.get(label)
+        if op is None:
+            op = re.sub(r"Backward\d*$", "", label)
+            if len(_NODE_OPS) < 4096:
+                _NODE_OPS[label] = op
+        return op
 
     def graph_mark(self, tensor):
         """A ``GraphMark`` that says whether the graph node that made ``tensor`` is still
@@ -228,6 +240,9 @@ class Kernels(ABC):
     def _saved_state(self, node):
         """Of one graph node: True if it holds saved tensors, False if backward freed them,
         None if it saved nothing."""
+
+
+_NODE_OPS = {}   # node label -> its op (a graph walk meets the same few labels every step)
 
 
 class GraphMark:

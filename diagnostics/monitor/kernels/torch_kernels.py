@@ -41,7 +41,10 @@ class TorchKernels(Kernels):
         return -(log_p.exp() * log_p).sum(dim=-1).mean()
 
     def gradient_statistics(self, grad, *, per_unit=False, inv_scale=None):
-        flat = self._reducible(grad.detach()).reshape(-1)
+        if grad.requires_grad:   # (a gradient of a backward with create_graph=True)
+            grad = grad.detach()
+        flat = self._reducible(grad)
+        flat = flat if flat.dim() == 1 else flat.reshape(-1)
         if flat.numel() == 0:
             return (flat.new_zeros(()),) * 3
         if inv_scale is not None:   # as GradScaler.unscale_ does: multiply by 1 / scale
@@ -90,6 +93,13 @@ class TorchKernels(Kernels):
         norm = self.torch.linalg.vector_norm
         return (norm(delta), norm(now))
 
+    def update_statistics_many(self, params, befores):
+        torch = self.torch
+        nows = [self._reducible(self._sampled(p)) for p in params]
+        deltas = [self._reducible(b) for b in befores]
+        torch._foreach_sub_(deltas, nows)      # one fused pass per device and dtype
+        return list(torch._foreach_norm(deltas + nows))
+
     def value_sample(self, tensor, *, limit):
         x = tensor.detach()
         if x.numel() == 0 or not x.is_floating_point():
@@ -122,22 +132,39 @@ class TorchKernels(Kernels):
     def gather(self, results):
         if not results:
             return []
-        torch, device = self.torch, results[0].device
-        results = [t if t.device == device else t.to(device) for t in results]
-        scalars = [i for i, t in enumerate(results) if t.dim() == 0]
-        vectors = [i for i, t in enumerate(results) if t.dim() != 0]
-        parts = [torch.stack([results[i] for i in scalars])] if scalars else []
-        parts += [results[i].reshape(-1) for i in vectors]
-        flat = torch.cat(parts).to(torch.float64).cpu().numpy()   # the one synchronisation
-        arrays = [None] * len(results)
-        for index, value in zip(scalars, flat[:len(scalars)].tolist()):
-            arrays[index] = value
-        offset = len(scalars)
-        for index in vectors:
-            size = results[index].numel()
-            arrays[index] = flat[offset:offset + size]
-            offset += size
+        torch = self.torch
+        scalars, vectors = [], []
+        for t in results:
+            if t.dim() == 0:
+                scalars.append(t)
+            else:
+                vectors.append(t if t.dim() == 1 else t.reshape(-1))
+        try:
+            flat = self._concatenated(scalars, vectors)
+        except RuntimeError:   # results on several devices: bring them to the first one's
+            device = results[0].device
+            flat = self._concatenated([t.to(device) for t in scalars],
+                                      [t.to(device) for t in vectors])
+        flat = flat.to(torch.float64).cpu().numpy()   # the one synchronisation
+        values = flat[:len(scalars)].tolist()
+        arrays, offset, scalar = [], len(scalars), 0
+        for tensor in results:
+            if tensor.dim() == 0:
+                arrays.append(values[scalar])
+                scalar += 1
+            else:
+                size = tensor.numel()
+                arrays.append(flat[offset:offset + size])
+                offset += size
         return arrays
+
+    def _concatenated(self, scalars, vectors):
+        """The 0-d results stacked, then the others, in one 1-d tensor (widest dtype)."""
+        torch = self.torch
+        if not scalars:
+            return torch.cat(vectors)
+        stacked = torch.stack(scalars)
+        return torch.cat([stacked, *vectors]) if vectors else stacked
 
     def release_scratch(self):
         self._scratch_buffers = {}
@@ -171,9 +198,13 @@ class TorchKernels(Kernels):
         return ()
 
     def _saved_state(self, node):
-        for attr in dir(node):
-            if not attr.startswith("_saved_"):
-                continue
+        kind = type(node)
+        attrs = _SAVED_ATTRS.get(kind)
+        if attrs is None:   # dir() of a node is slow: once per node type
+            attrs = tuple(a for a in dir(node) if a.startswith("_saved_"))
+            if len(_SAVED_ATTRS) < 4096:
+                _SAVED_ATTRS[kind] = attrs
+        for attr in attrs:
             try:
                 value = getattr(node, attr)
             except RuntimeError:  # "... saved tensors after they have already been freed"
@@ -200,18 +231,17 @@ class TorchKernels(Kernels):
         low = residual.amin(dim=1, keepdim=True)
         misfit = (residual.abs().sum(dim=1, keepdim=True) - low.abs() + (low + k).abs()) / k
         counted = k > 0
-        zero = torch.zeros_like(misfit)
-        k_low = torch.where(counted, k, k.amax()).amin()
-        return (torch.where(counted, misfit, zero).amax(), counted.sum().to(misfit.dtype),
-                (k.amax() - k_low) / k.amax())
+        k_high = k.amax()
+        k_low = torch.where(counted, k, k_high).amin()
+        return (torch.where(counted, misfit, 0.0).amax(), counted.sum().to(misfit.dtype),
+                (k_high - k_low) / k_high)
 
     def pick_misfit(self, grad, axis):
         g = self._class_rows(grad, axis)
         low = g.amin(dim=1)
         misfit = (g.abs().sum(dim=1) + low) / -low
         counted = low < 0
-        return (self.torch.where(counted, misfit, self.torch.zeros_like(misfit)).amax(),
-                counted.sum().to(misfit.dtype))
+        return (self.torch.where(counted, misfit, 0.0).amax(), counted.sum().to(misfit.dtype))
 
     def _class_rows(self, tensor, axis):
         """(rows, classes): the first ``CLASS_ROWS`` rows along ``axis``, in float32 or more."""
@@ -219,6 +249,9 @@ class TorchKernels(Kernels):
         if axis != x.dim() - 1:
             x = x[:1].movedim(axis, -1)
         return x.reshape(-1, x.shape[-1])[:self.CLASS_ROWS]
+
+
+_SAVED_ATTRS = {}   # graph node type -> its "_saved_..." attributes
 
 
 def _op_name(func):

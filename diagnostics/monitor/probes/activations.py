@@ -47,6 +47,8 @@ class ActivationsProbe(Probe):
         self._replayed = False        # this sampled iteration's replay is done
         self.replays = 0
         self.replay_error = None      # what the replay of a compiled model raised, if it did
+        self._queued = []             # (sample, name, elements, results) for the transfer
+        self._results = []            # their statistics, in the same order
 
     def attach(self):
         backend = self.ctx.backend
@@ -99,12 +101,31 @@ class ActivationsProbe(Probe):
                                       or ctx.backend.grad_enabled()):
                 return None
             tensor = ctx.first_tensor(output)
-            if tensor is not None:
-                name = self._call_name(layer)
-                queue_activation(ctx, tensor, layer.saturation,
-                                 lambda record: sample.add_activation(name, record))
+            if tensor is None:
+                return None
+            name = self._call_name(layer)
+            stats = ctx.kernels.activation_statistics(tensor, saturation=saturation)
+            if stats is not None:
+                self._queued.append((sample, name, math.prod(tensor.shape), len(stats)))
+                self._results += stats
             return None
+        saturation = layer.saturation
         return hook
+
+    def contribute(self):
+        """The layers' queued statistics, all in one entry of the transfer."""
+        queued, results = self._queued, self._results
+        if not queued:
+            return
+        self._queued, self._results = [], []
+
+        def receive(parts):
+            offset = 0
+            for sample, name, count, size in queued:
+                sample.add_activation(
+                    name, ActivationRecord.from_parts(count, parts[offset:offset + size]))
+                offset += size
+        self.ctx.collector.add(results, receive)
 
     def _call_name(self, layer):
         """``layer.name`` for the module's first call in this model call, ``name#n`` after."""
@@ -117,6 +138,9 @@ class ActivationsProbe(Probe):
         if made is None:
             made = self._call_layers[layer.name, call] = self.ctx.layout.call_layer(layer, call)
         return made.name
+
+    def close(self):
+        self._queued, self._results = [], []
 
     def finish(self, sample):
         for name, record in sample.activations.items():

@@ -23,6 +23,10 @@ class GradientsProbe(Probe):
         self._columns = [(param, gradient_columns(param)) for param in layout.trainable]
         self._arrived = set()
         self._unscale = None      # (1 / scale) of this iteration's backward, once known
+        self._params = {p.name: (p.name, p.numel, p.name in self._per_unit)
+                        for p in layout.trainable}
+        self._queued = []         # (records, name, count) waiting for the transfer
+        self._results = []        # their statistics, three each, in the same order
 
     def attach(self):
         backend = self.ctx.backend
@@ -56,22 +60,27 @@ class GradientsProbe(Probe):
         return scale.double().reciprocal().float()
 
     def _receive(self, sample, param, grad):
-        """The gradient's statistics, and those of what ``.grad`` already held."""
-        kernels, collector, name, count = self.ctx.kernels, self.ctx.collector, param.name, \
-            param.numel
-
-        def receive_incoming(parts):
-            sample.gradients[name] = GradientRecord.from_parts(count, parts)
-
-        def receive_previous(parts):
-            sample.stale[name] = GradientRecord.from_parts(count, parts)
-
-        collector.add(kernels.gradient_statistics(grad, per_unit=name in self._per_unit,
-                                                  inv_scale=self._unscale),
-                      receive_incoming)
+        """Queue the gradient's statistics, and those of what ``.grad`` already held."""
+        name, count, per_unit = self._params[param.name]
+        stats = self.ctx.kernels.gradient_statistics
+        self._queued.append((sample.gradients, name, count))
+        self._results += stats(grad, per_unit=per_unit, inv_scale=self._unscale)
         previous = param.tensor.grad
         if previous is not None:
-            collector.add(kernels.gradient_statistics(previous), receive_previous)
+            self._queued.append((sample.stale, name, count))
+            self._results += stats(previous)
+
+    def contribute(self):
+        """The queued statistics, all in one entry of the transfer (three results each)."""
+        queued, results = self._queued, self._results
+        if not queued:
+            return
+        self._queued, self._results = [], []
+
+        def receive(parts):
+            for i, (records, name, count) in enumerate(queued):
+                records[name] = GradientRecord.from_parts(count, parts[3 * i:3 * i + 3])
+        self.ctx.collector.add(results, receive)
 
     def finish(self, sample):
         self.norms.append(sample.gradient_norm)
@@ -109,3 +118,4 @@ class GradientsProbe(Probe):
 
     def close(self):
         self._arrived = set()
+        self._queued, self._results = [], []

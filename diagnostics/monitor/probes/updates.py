@@ -44,15 +44,18 @@ class UpdatesProbe(Probe):
     def contribute(self):
         """Measure |Δw| of the last sampled step: called once the optimizer has stepped."""
         pending, self._pending = self._pending, []
-        for sample, param, before in pending:
-            self.ctx.collector.add(
-                self.ctx.kernels.update_statistics(param.tensor, before),
-                lambda parts, sample=sample, name=param.name: self._receive(sample, name, parts))
+        if not pending:
+            return
+        params = [param.tensor for _, param, _ in pending]
+        results = self.ctx.kernels.update_statistics_many(params, [b for _, _, b in pending])
+        self.ctx.collector.add(results, lambda parts: self._receive(pending, parts))
 
-    def _receive(self, sample, name, parts):
-        record = UpdateRecord(*parts)
-        sample.updates[name] = record
-        self.last[name] = record
+    def _receive(self, pending, parts):
+        count = len(pending)
+        for (sample, param, _), delta, weight in zip(pending, parts[:count], parts[count:]):
+            record = UpdateRecord(delta, weight)
+            sample.updates[param.name] = record
+            self.last[param.name] = record
 
     def finish(self, sample):
         """Hand this iteration's weight copies to the measurement at the next model call

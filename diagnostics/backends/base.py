@@ -232,15 +232,22 @@ class Backend(ABC):
 
     @contextlib.contextmanager
     def preserved(self, optimizer=None):
-        """Run the block, then restore the model (and ``optimizer``) as they were, also on error."""
+        """Run the block, then restore the model (and ``optimizer``, with the tensors it holds
+        beside the model's parameters) as they were, also on error."""
         state = self.snapshot()
         optimizer_state = self.optimizer_snapshot(optimizer) if optimizer is not None else None
+        own = {id(param) for _, param in self.named_parameters()}
+        extra = [] if optimizer is None else [
+            (tensor, self.snapshot_tensor(tensor)) for group in optimizer.param_groups
+            for tensor in group["params"] if id(tensor) not in own]
         try:
             yield self
         finally:
             self.restore(state)
             if optimizer is not None:
                 self.optimizer_restore(optimizer, optimizer_state)
+            for tensor, saved in extra:
+                self.restore_tensor(tensor, saved)
 
     @contextlib.contextmanager
     def buffers_kept(self, module):

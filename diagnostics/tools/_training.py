@@ -34,13 +34,17 @@ def as_model_tensor(backend, value, argument):
 
 
 def check_optimizer(backend, optimizer, argument="optimizer"):
-    """A ``DiagnosticsError`` unless ``optimizer`` looks like one and holds only this model's
-    parameters."""
+    """A ``DiagnosticsError`` unless ``optimizer`` looks like one and is this model's: one that
+    holds other tensors while it lacks some of the model's trainable parameters was built for
+    a copy of the model. Extra learnable tensors beside all of the model's (a loss's
+    temperature, a prompt) are the user's design; the tools restore them with the model."""
     check_optimizer_shape(optimizer, argument)
     foreign = foreign_parameter_count(backend, optimizer)
-    require(foreign == 0, argument, "an optimizer over this model's parameters",
-            f"one holding {foreign} tensor(s) that are not the model's (was it built for a "
-            f"copy of the model?)")
+    missing = unheld_parameters(backend, optimizer)
+    require(foreign == 0 or not missing, argument, "an optimizer over this model's parameters",
+            f"one holding {foreign} tensor(s) that are not the model's and lacking "
+            f"{len(missing)} of its trainable parameters (was it built for a copy of the "
+            f"model?)")
 
 
 def check_optimizer_shape(optimizer, argument="optimizer"):

@@ -168,3 +168,24 @@ def test_loss_stuck_on_a_floor_fails_however_far_it_fell(framework):
                                target_loss=1e-3, steps=200)
     assert not result.passed and not result.still_falling
     assert result.findings[0].code == "OVERFIT_FAILED"
+
+
+def test_a_learnable_loss_temperature_in_the_optimizer_is_welcome_and_put_back():
+    """A tensor the optimizer trains beside all of the model's parameters (CLIP's logit scale)
+    is the user's design: overfit_one_batch and find_lr train it and restore it after."""
+    torch = pytest.importorskip("torch")
+    from diagnostics import find_lr
+
+    x, y = classification_data(rows=16)
+    x, y = torch.from_numpy(x), torch.from_numpy(y)
+    model = mlp("torch")
+    temperature = torch.nn.Parameter(torch.tensor(2.0))
+    optimizer = torch.optim.Adam([*model.parameters(), temperature], lr=1e-2)
+
+    def loss_fn(out, targets):
+        return torch.nn.functional.cross_entropy(out * temperature, targets)
+
+    overfit_one_batch(model, loss_fn, x, y, optimizer=optimizer, steps=20)
+    assert temperature.item() == 2.0 and temperature.grad is None
+    find_lr(model, loss_fn, (x, y), optimizer=optimizer, steps=10, progress=False)
+    assert temperature.item() == 2.0 and temperature.grad is None

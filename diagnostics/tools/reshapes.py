@@ -57,14 +57,6 @@ def scrambled_axes(before, after):
     a, b = [before[i] for i in kept_in], [after[i] for i in kept_out]
     if max(len(a), len(b)) > MAX_AXES or _coarsens(a, b) or _coarsens(b, a):
         return None
-    if len(b) < len(a):                      # merges only: the output groups input axes
-        found = _permuted_grouping(a, b)
-        if found is None:
-            return None
-        groups, order = found
-        groups = tuple(tuple(kept_in[i] for i in group) for group in groups)
-        permute = tuple(i for g in order for i in groups[g])
-        return Scramble(groups, order, False, _with_ones(permute, before))
     if len(a) < len(b):                      # splits only: the input groups output axes
         found = _permuted_grouping(b, a)
         if found is None:
@@ -73,7 +65,8 @@ def scrambled_axes(before, after):
         permute = tuple(kept_in[j] for j in sorted(range(len(order)), key=order.__getitem__))
         groups = tuple(tuple(kept_out[i] for i in group) for group in groups)
         return Scramble(groups, order, True, _with_ones(permute, before))
-    found = _permuted_grouping(a, b)          # as many axes: a plain permutation of sizes
+    found = _permuted_grouping(a, b)     # merges only (the output groups input axes), or as
+                                         # many axes: a plain permutation of sizes
     if found is None:
         return None
     groups, order = found

@@ -175,6 +175,29 @@ class Kernels(ABC):
             node = inputs[0] if inputs else None
         return None
 
+    # ops through which a loss scores classes: softmax, log-softmax and what is built on them
+    CLASS_SCORING = frozenset(("Softmax", "LogSoftmax", "NllLoss", "NllLoss2d", "CrossEntropy"))
+
+    def scores_classes(self, loss):
+        """Whether the graph of ``loss`` holds a softmax-family op (a cross-entropy over
+        classes): True, False, or None when ``loss`` has no graph or the walk gave up. Only
+        such a loss has a uniform guess at -log(1/C); a regression, a BCE over independent
+        outputs or a GAN's losses do not."""
+        stack, seen = [getattr(loss, "grad_fn", None)], set()
+        if stack[0] is None:
+            return None
+        while stack:
+            if len(seen) >= self.GRAPH_NODES_WALKED:
+                return None
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            if self._node_op(node) in self.CLASS_SCORING:
+                return True
+            stack.extend(self.backend.node_inputs(node))
+        return False
+
     def _node_label(self, node):
         """A graph node as its framework prints it (``SigmoidBackward0``)."""
         return type(node).__name__

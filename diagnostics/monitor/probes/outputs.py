@@ -1,5 +1,10 @@
 """The model's output on sampled iterations: its width (classes) and prediction entropy.
 
+Only for a loss that scores classes: when the loss's graph holds no softmax-family op (a
+regression, BCE over independent outputs, a GAN's losses), the output's last axis is not a
+class count and no uniform-guess level is read off it. A loss passed as a number says nothing,
+and the output is read as before.
+
 Which entry of a dict, tuple or dataclass output holds the logits follows the one rule of
 ``diagnostics.outputs`` (``Monitor(output=...)`` overrides it). Its loss-reads step needs the
 loss: the Monitor sees the loss tensor, not the loss function, so it follows the loss's graph
@@ -20,6 +25,7 @@ class OutputsProbe(Probe):
         super().__init__(ctx)
         self._key = _UNRESOLVED   # where the logits are, once a loss has said so
         self._pending = None      # (sample, output) of this iteration's first training call
+        self._classifies = None   # does the loss score classes (its graph, read once)?
 
     def attach(self):
         return [self.ctx.backend.add_forward_hook(self.ctx.backend.model, self._on_output)]
@@ -38,6 +44,8 @@ class OutputsProbe(Probe):
         return None
 
     def on_step(self, loss):
+        if self._classifies is None:
+            self._classifies = self.ctx.kernels.scores_classes(loss)
         pending, self._pending = self._pending, None
         if pending is None or pending[1] is None:
             return False
@@ -60,7 +68,7 @@ class OutputsProbe(Probe):
             return False
         if not self.ctx.backend.is_tensor(tensor):
             return False
-        if len(tensor.shape) >= 2:
+        if len(tensor.shape) >= 2 and self._classifies is not False:
             sample.output_width = int(tensor.shape[-1])
             self._queue_entropy(sample, tensor)
         return True

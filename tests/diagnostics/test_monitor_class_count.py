@@ -1,0 +1,66 @@
+"""The uniform-guess level -log(1/C) is read off the output only for a loss that scores
+classes: regressions and BCE over independent outputs have no class count (a VAE, a GAN, a
+multi-label head), so no chance-based finding can be raised from it."""
+import numpy as np
+import pytest
+
+from diagnostics.monitor import Monitor
+
+from .monitor_nets import CLASSES, FEATURES, batches, frameworks, mlp, teacher_data
+from .monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
+
+FRAMEWORKS = frameworks()
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _classes_read(fw, loss_of):
+    x, y = teacher_data(0)
+    model = mlp(fw, (FEATURES, 32, CLASSES))
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.05)
+    with Monitor(model, optimizer, every=1) as monitor:
+        for xb, yb in batches(x, y, steps=12):
+            optimizer.zero_grad()
+            loss = loss_of(fw, model(fw.inputs(xb)), yb)
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+    return monitor.report().loss.get("classes")
+
+
+def _cross_entropy(fw, out, y):
+    return fw.F.cross_entropy(out, fw.labels(y))
+
+
+def _regression(fw, out, y):
+    return fw.F.mse_loss(out, fw.inputs(np.eye(CLASSES)[y] * 3.0))
+
+
+def _multi_label(fw, out, y):
+    return fw.F.binary_cross_entropy_with_logits(out, fw.inputs(np.eye(CLASSES)[y]))
+
+
+@pytest.mark.parametrize("fw", FRAMEWORKS, ids=lambda fw: fw.name)
+def test_a_cross_entropy_reads_the_classes_off_the_output(fw):
+    assert _classes_read(fw, _cross_entropy) == CLASSES
+
+
+@pytest.mark.parametrize("fw", FRAMEWORKS, ids=lambda fw: fw.name)
+@pytest.mark.parametrize("loss_of", [_regression, _multi_label], ids=["mse", "bce"])
+def test_a_loss_without_softmax_has_no_class_count(fw, loss_of):
+    assert _classes_read(fw, loss_of) is None
+
+
+@pytest.mark.parametrize("fw", FRAMEWORKS, ids=lambda fw: fw.name)
+def test_a_loss_passed_as_a_number_keeps_the_output_width(fw):
+    """Without a graph nothing says what the loss is: the output is read as before."""
+    x, y = teacher_data(0)
+    model = mlp(fw, (FEATURES, 32, CLASSES))
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.05)
+    with Monitor(model, optimizer, every=1) as monitor:
+        for xb, yb in batches(x, y, steps=12):
+            optimizer.zero_grad()
+            loss = _regression(fw, model(fw.inputs(xb)), yb)
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss.item())
+    assert monitor.report().loss.get("classes") == CLASSES

@@ -99,9 +99,12 @@ class _GradientCheck:
                         {name: self._status(name) for name in analytic.parameters})
         evidence = {birth.evidence for birth in births} if births else set(analytic.parameters)
         for name in analytic.parameters:
-            if self._status(name) == MISMATCH and name not in self.elements:
-                self.elements[name] = (self._suspect_elements(name) if name in evidence else
-                                       self.prober.consequence_elements(self.targets[name]))
+            if self._status(name) != MISMATCH or name in self.elements:
+                continue
+            if name in evidence:
+                self.elements[name] = self._suspect_elements(name)
+            elif not self._fed_wrong(name):
+                self.elements[name] = self.prober.consequence_elements(self.targets[name])
         for birth in births:
             self._explain(birth)
         return self._report(list(analytic.parameters), births)
@@ -148,6 +151,14 @@ class _GradientCheck:
         if MISMATCH in statuses:
             return MISMATCH
         return OK if OK in statuses else UNCHECKED
+
+    def _fed_wrong(self, parameter):
+        """Whether the gradient reaching ``parameter``'s module (at one of its outputs) is
+        known wrong: the directional probes already show the parameter wrong as a consequence,
+        so single elements would add cost, not evidence."""
+        owner = parameter.rpartition(".")[0]
+        return any(p.module == owner and p.kind == OUTPUT and self._status(p.key) == MISMATCH
+                   for p in self.points)
 
     def _flow_status(self, key):
         """A point's status for localization: a right gradient that is zero (no gradient

@@ -123,6 +123,7 @@ class Prober:
     def __init__(self, evaluator, settings, loss_0):
         self.evaluator, self.settings, self.loss_0 = evaluator, settings, loss_0
         self.rng = np.random.default_rng(settings.seed)
+        self.confirm_rng = np.random.default_rng([settings.seed, 1])   # see confirm_round
         self.tolerance = Tolerance(settings.rtol, settings.atol)
         self.full_runs = set()   # names of targets measured on full runs only
         self.replay_agreed = set()   # names of targets whose replayed and full runs agreed
@@ -158,7 +159,8 @@ class Prober:
                               tolerance=self.tolerance, analytic=analytic, confirm=confirm,
                               forward_first=True)
 
-    def probe(self, target, *, support=None, probes=None, confirm=True):
+    def probe(self, target, *, support=None, probes=None, confirm=True, defer=False,
+              slopes=()):
         """Up to ``probes`` random directions (on ``support``, flat indices, when given).
 
         A direction that lands on a kink is replaced by a new one, at most ``KINK_RETRIES``
@@ -169,11 +171,14 @@ class Prober:
         Gaussian, so one wrong enough to fail a direction lands that close to zero with a
         chance of about ``TIGHT`` (below 1%, and less the larger the error), while a right
         one nearly always does (rounding and curvature alone are a few thousandths of it).
+        With ``defer``, the round ends at its first mismatch (kink-tested, so the round still
+        counts as confirmed); ``confirm_round`` takes it on to ``CONFIRM`` mismatches where the
+        caller cannot vouch for it. ``slopes``: a round's directions so far, to continue it.
         """
         wanted = self.settings.probes if probes is None else probes
-        needed = CONFIRM if confirm else 1
-        slopes = []
-        for _ in range(wanted + KINK_RETRIES):
+        needed = 1 if defer or not confirm else CONFIRM
+        slopes = list(slopes)
+        for _ in range(wanted + KINK_RETRIES - len(slopes)):
             direction = self._direction(target.shape, support)
             analytic = float(np.vdot(target.analytic, direction))
             slopes.append(self.slope(target, direction, analytic))
@@ -185,6 +190,20 @@ class Prober:
                     or (confirm and mismatches and kinks)):
                 break
         return Probing([Round(tuple(slopes), confirm)])
+
+    def confirm_round(self, target, probing, support=None):
+        """A deferred ``probe`` (``probing``, one round) taken on to ``CONFIRM`` mismatches,
+        with directions from a separate generator, so that confirming one tensor does not
+        change the directions drawn for the others; chunks, as in ``probe``, where it turns
+        out unchecked."""
+        main, self.rng = self.rng, self.confirm_rng
+        try:
+            result = self.probe(target, support=support, slopes=probing.rounds[0].slopes)
+            if result.status == "unchecked":
+                result.extend(self.probe_chunks(target, support))
+        finally:
+            self.rng = main
+        return result
 
     def probe_chunks(self, target, support=None):
         """One round on each of ``CHUNKS`` pieces (of ``support``): a tensor whose probes

@@ -165,7 +165,9 @@ class Prober:
 
         A direction that lands on a kink is replaced by a new one, at most ``KINK_RETRIES``
         times. With ``confirm``, a mismatch must show in ``CONFIRM`` directions, and a kink
-        in the same round voids it (see ``Round``); without, one mismatch ends the round.
+        in the same round voids it (see ``Round``); without (pieces of a tensor already known
+        to be wrong), one mismatch ends the round, and a disagreement whose one-sided slopes
+        agree is taken without the smaller step (see ``estimate_slope``).
         A first direction whose forward difference agrees within ``TIGHT`` of the tolerance
         ends the round as "ok": a wrong gradient's error along a random direction is a
         Gaussian, so one wrong enough to fail a direction lands that close to zero with a
@@ -181,7 +183,7 @@ class Prober:
         for _ in range(wanted + KINK_RETRIES - len(slopes)):
             direction = self._direction(target.shape, support)
             analytic = float(np.vdot(target.analytic, direction))
-            slopes.append(self.slope(target, direction, analytic))
+            slopes.append(self.slope(target, direction, analytic, confirm=confirm))
             if len(slopes) == 1 and _tight(slopes[0]):
                 break
             statuses = [s.status for s in slopes]

@@ -124,6 +124,7 @@ class Prober:
         self.evaluator, self.settings, self.loss_0 = evaluator, settings, loss_0
         self.rng = np.random.default_rng(settings.seed)
         self.confirm_rng = np.random.default_rng([settings.seed, 1])   # see confirm_round
+        self.deferred = {}   # target name -> (direction, analytic) of its deferred mismatch
         self.tolerance = Tolerance(settings.rtol, settings.atol)
         self.full_runs = set()   # names of targets measured on full runs only
         self.replay_agreed = set()   # names of targets whose replayed and full runs agreed
@@ -173,34 +174,41 @@ class Prober:
         Gaussian, so one wrong enough to fail a direction lands that close to zero with a
         chance of about ``TIGHT`` (below 1%, and less the larger the error), while a right
         one nearly always does (rounding and curvature alone are a few thousandths of it).
-        With ``defer``, the round ends at its first mismatch (kink-tested, so the round still
-        counts as confirmed); ``confirm_round`` takes it on to ``CONFIRM`` mismatches where the
-        caller cannot vouch for it. ``slopes``: a round's directions so far, to continue it.
+        With ``defer``, the round ends at its first mismatch, measured as without ``confirm``
+        (no smaller step where the one-sided slopes agree) unless the round already met a
+        kink: ``confirm_round`` measures that direction again in full and takes the round on
+        to ``CONFIRM`` mismatches where the caller cannot vouch for the tensor. ``slopes``: a
+        round's directions so far.
         """
         wanted = self.settings.probes if probes is None else probes
         needed = 1 if defer or not confirm else CONFIRM
         slopes = list(slopes)
         for _ in range(wanted + KINK_RETRIES - len(slopes)):
+            if slopes and _done(slopes, wanted, needed, confirm):
+                break
             direction = self._direction(target.shape, support)
             analytic = float(np.vdot(target.analytic, direction))
-            slopes.append(self.slope(target, direction, analytic, confirm=confirm))
+            provisional = defer and not any(s.status == "kink" for s in slopes)
+            slopes.append(self.slope(target, direction, analytic,
+                                     confirm=confirm and not provisional))
+            if provisional and slopes[-1].status == "mismatch":
+                self.deferred[target.name] = (direction, analytic)
             if len(slopes) == 1 and _tight(slopes[0]):
-                break
-            statuses = [s.status for s in slopes]
-            mismatches, kinks = statuses.count("mismatch"), statuses.count("kink")
-            if (mismatches >= needed or (mismatches == 0 and len(slopes) - kinks >= wanted)
-                    or (confirm and mismatches and kinks)):
                 break
         return Probing([Round(tuple(slopes), confirm)])
 
     def confirm_round(self, target, probing, support=None):
-        """A deferred ``probe`` (``probing``, one round) taken on to ``CONFIRM`` mismatches,
-        with directions from a separate generator, so that confirming one tensor does not
-        change the directions drawn for the others; chunks, as in ``probe``, where it turns
-        out unchecked."""
+        """A deferred ``probe`` (``probing``, one round): its mismatching direction measured
+        again with the smaller step, and the round taken on to ``CONFIRM`` mismatches, with
+        directions from a separate generator, so that confirming one tensor does not change
+        the directions drawn for the others; chunks, as in ``probe``, where it turns out
+        unchecked."""
+        direction, analytic = self.deferred.pop(target.name)
+        slopes = list(probing.rounds[0].slopes[:-1])
+        slopes.append(self.slope(target, direction, analytic))
         main, self.rng = self.rng, self.confirm_rng
         try:
-            result = self.probe(target, support=support, slopes=probing.rounds[0].slopes)
+            result = self.probe(target, support=support, slopes=slopes)
             if result.status == "unchecked":
                 result.extend(self.probe_chunks(target, support))
         finally:
@@ -300,6 +308,14 @@ class Prober:
             direction[support] = self.rng.standard_normal(len(support))
         norm = np.linalg.norm(direction)
         return (direction / norm if norm > 0 else direction).reshape(shape)
+
+
+def _done(slopes, wanted, needed, confirm):
+    """Whether a round of ``probe`` has seen enough."""
+    statuses = [s.status for s in slopes]
+    mismatches, kinks = statuses.count("mismatch"), statuses.count("kink")
+    return (mismatches >= needed or (mismatches == 0 and len(slopes) - kinks >= wanted)
+            or bool(confirm and mismatches and kinks))
 
 
 def _tight(slope):

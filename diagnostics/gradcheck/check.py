@@ -140,9 +140,10 @@ class _GradientCheck:
     def _confirm_pending(self):
         """Takes the deferred probes that showed a mismatch on to ``CONFIRM`` directions, last
         point first, except where the gradient comes from a point already confirmed wrong:
-        one kink-tested mismatching direction is enough there, since the wrong gradient
-        reaching it is established (the points the confirmed one was computed from, and the
-        parameters of modules whose output is among them)."""
+        one mismatching direction whose one-sided slopes agree is enough there, as for any
+        detail of a tensor known to be wrong, since the wrong gradient reaching it is
+        established (the points the confirmed one was computed from, and the parameters of
+        modules whose output is among them)."""
         fed = set()
         keys = [p.key for p in reversed(self.points)] + list(self.targets)
         for key in dict.fromkeys(keys):

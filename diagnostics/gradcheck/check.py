@@ -19,7 +19,7 @@ from .evaluator import Evaluator
 from .localize import INTERNAL, LOSS, locate
 from .patterns import classify
 from .points import INPUT, OUTPUT, Instrument
-from .probing import Prober, Target
+from .probing import CONFIRM, Prober, Target
 from .report import (MISMATCH, NOT_DIFFERENTIATED, OK, UNCHECKED, Culprit, GradientReport,
                      TensorCheck)
 from .settings import Settings
@@ -80,6 +80,7 @@ class _GradientCheck:
         self.unreached = analytic.unreached
         self.targets = {name: Target(name, grad, parameter=name)
                         for name, grad in analytic.parameters.items()}
+        self.targets_parameters = set(analytic.parameters)
         self.targets.update({p.key: Target(p.label, analytic.point_gradients[p.key], point=p)
                              for p in self.points})
         self.probings, self.elements, self.patterns = {}, {}, {}
@@ -95,13 +96,17 @@ class _GradientCheck:
                 if point.key not in self.aliases:
                     self._check_point(point, analytic.point_values[point.key])
                 bar.update()
+        self._confirm_pending()
         births = locate(self.points, {p.key: self._flow_status(p.key) for p in self.points},
                         {name: self._status(name) for name in analytic.parameters})
         evidence = {birth.evidence for birth in births} if births else set(analytic.parameters)
         for name in analytic.parameters:
-            if self._status(name) == MISMATCH and name not in self.elements:
-                self.elements[name] = (self._suspect_elements(name) if name in evidence else
-                                       self.prober.consequence_elements(self.targets[name]))
+            if self._status(name) != MISMATCH or name in self.elements:
+                continue
+            if name in evidence:
+                self.elements[name] = self._suspect_elements(name)
+            elif not self._fed_wrong(name):
+                self.elements[name] = self.prober.consequence_elements(self.targets[name])
         for birth in births:
             self._explain(birth)
         return self._report(list(analytic.parameters), births)
@@ -114,7 +119,7 @@ class _GradientCheck:
         if self.settings.mode == "full":
             self.elements[name] = self.prober.elements(target, np.arange(target.analytic.size))
             return
-        probing = self.prober.probe(target)
+        probing = self.prober.probe(target, defer=True)
         if probing.status == UNCHECKED:
             probing.extend(self.prober.probe_chunks(target))
         self.probings[name] = probing
@@ -127,10 +132,38 @@ class _GradientCheck:
         target, support = self.targets[point.key], _smooth_support(value)
         if support is not None:
             self.supports[point.key] = support
-        probing = self.prober.probe(target, support=support)
+        probing = self.prober.probe(target, support=support, defer=True)
         if probing.status == UNCHECKED:
             probing.extend(self.prober.probe_chunks(target, support))
         self.probings[point.key] = probing
+
+    def _confirm_pending(self):
+        """Takes the deferred probes that showed a mismatch on to ``CONFIRM`` directions, last
+        point first, except where the gradient comes from a point already confirmed wrong:
+        one mismatching direction whose one-sided slopes agree is enough there, as for any
+        detail of a tensor known to be wrong, since the wrong gradient reaching it is
+        established (the points the confirmed one was computed from, and the parameters of
+        modules whose output is among them)."""
+        fed = set()
+        keys = [p.key for p in reversed(self.points)] + list(self.targets)
+        for key in dict.fromkeys(keys):
+            probing = self.probings.get(key)
+            if probing is None or probing.status != MISMATCH or len(probing.rounds) != 1:
+                continue
+            if key in fed or self._owner_output_in(key, fed):
+                continue
+            if _mismatches(probing) < CONFIRM:
+                self.probings[key] = self.prober.confirm_round(self.targets[key], probing,
+                                                               self.supports.get(key))
+            if self.probings[key].status == MISMATCH and key not in self.targets_parameters:
+                fed |= self.evaluator.instrument.upstream(key)
+
+    def _owner_output_in(self, parameter, keys):
+        if parameter not in self.targets_parameters:
+            return False
+        owner = parameter.rpartition(".")[0]
+        return any(p.module == owner and p.kind == OUTPUT and p.key in keys
+                   for p in self.points)
 
     def _status(self, key):
         if key in self.unreached:
@@ -148,6 +181,14 @@ class _GradientCheck:
         if MISMATCH in statuses:
             return MISMATCH
         return OK if OK in statuses else UNCHECKED
+
+    def _fed_wrong(self, parameter):
+        """Whether the gradient reaching ``parameter``'s module (at one of its outputs) is
+        known wrong: the directional probes already show the parameter wrong as a consequence,
+        so single elements would add cost, not evidence."""
+        owner = parameter.rpartition(".")[0]
+        return any(p.module == owner and p.kind == OUTPUT and self._status(p.key) == MISMATCH
+                   for p in self.points)
 
     def _flow_status(self, key):
         """A point's status for localization: a right gradient that is zero (no gradient
@@ -298,6 +339,10 @@ class _GradientCheck:
         if name == LOSS:
             return "loss"
         return type(self.backend.module(name)).__name__
+
+
+def _mismatches(probing):
+    return sum(s.status == MISMATCH for s in probing.slopes)
 
 
 def _aliases(found, analytic):

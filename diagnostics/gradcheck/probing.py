@@ -123,6 +123,8 @@ class Prober:
     def __init__(self, evaluator, settings, loss_0):
         self.evaluator, self.settings, self.loss_0 = evaluator, settings, loss_0
         self.rng = np.random.default_rng(settings.seed)
+        self.confirm_rng = np.random.default_rng([settings.seed, 1])   # see confirm_round
+        self.deferred = {}   # target name -> (direction, analytic) of its deferred mismatch
         self.tolerance = Tolerance(settings.rtol, settings.atol)
         self.full_runs = set()   # names of targets measured on full runs only
         self.replay_agreed = set()   # names of targets whose replayed and full runs agreed
@@ -158,33 +160,60 @@ class Prober:
                               tolerance=self.tolerance, analytic=analytic, confirm=confirm,
                               forward_first=True)
 
-    def probe(self, target, *, support=None, probes=None, confirm=True):
+    def probe(self, target, *, support=None, probes=None, confirm=True, defer=False,
+              slopes=()):
         """Up to ``probes`` random directions (on ``support``, flat indices, when given).
 
         A direction that lands on a kink is replaced by a new one, at most ``KINK_RETRIES``
         times. With ``confirm``, a mismatch must show in ``CONFIRM`` directions, and a kink
-        in the same round voids it (see ``Round``); without, one mismatch ends the round.
+        in the same round voids it (see ``Round``); without (pieces of a tensor already known
+        to be wrong), one mismatch ends the round, and a disagreement whose one-sided slopes
+        agree is taken without the smaller step (see ``estimate_slope``).
         A first direction whose forward difference agrees within ``TIGHT`` of the tolerance
         ends the round as "ok": a wrong gradient's error along a random direction is a
         Gaussian, so one wrong enough to fail a direction lands that close to zero with a
         chance of about ``TIGHT`` (below 1%, and less the larger the error), while a right
         one nearly always does (rounding and curvature alone are a few thousandths of it).
+        With ``defer``, the round ends at its first mismatch, measured as without ``confirm``
+        (no smaller step where the one-sided slopes agree) unless the round already met a
+        kink: ``confirm_round`` measures that direction again in full and takes the round on
+        to ``CONFIRM`` mismatches where the caller cannot vouch for the tensor. ``slopes``: a
+        round's directions so far.
         """
         wanted = self.settings.probes if probes is None else probes
-        needed = CONFIRM if confirm else 1
-        slopes = []
-        for _ in range(wanted + KINK_RETRIES):
+        needed = 1 if defer or not confirm else CONFIRM
+        slopes = list(slopes)
+        for _ in range(wanted + KINK_RETRIES - len(slopes)):
+            if slopes and _done(slopes, wanted, needed, confirm):
+                break
             direction = self._direction(target.shape, support)
             analytic = float(np.vdot(target.analytic, direction))
-            slopes.append(self.slope(target, direction, analytic))
+            provisional = defer and not any(s.status == "kink" for s in slopes)
+            slopes.append(self.slope(target, direction, analytic,
+                                     confirm=confirm and not provisional))
+            if provisional and slopes[-1].status == "mismatch":
+                self.deferred[target.name] = (direction, analytic)
             if len(slopes) == 1 and _tight(slopes[0]):
                 break
-            statuses = [s.status for s in slopes]
-            mismatches, kinks = statuses.count("mismatch"), statuses.count("kink")
-            if (mismatches >= needed or (mismatches == 0 and len(slopes) - kinks >= wanted)
-                    or (confirm and mismatches and kinks)):
-                break
         return Probing([Round(tuple(slopes), confirm)])
+
+    def confirm_round(self, target, probing, support=None):
+        """A deferred ``probe`` (``probing``, one round): its mismatching direction measured
+        again with the smaller step, and the round taken on to ``CONFIRM`` mismatches, with
+        directions from a separate generator, so that confirming one tensor does not change
+        the directions drawn for the others; chunks, as in ``probe``, where it turns out
+        unchecked."""
+        direction, analytic = self.deferred.pop(target.name)
+        slopes = list(probing.rounds[0].slopes[:-1])
+        slopes.append(self.slope(target, direction, analytic))
+        main, self.rng = self.rng, self.confirm_rng
+        try:
+            result = self.probe(target, support=support, slopes=slopes)
+            if result.status == "unchecked":
+                result.extend(self.probe_chunks(target, support))
+        finally:
+            self.rng = main
+        return result
 
     def probe_chunks(self, target, support=None):
         """One round on each of ``CHUNKS`` pieces (of ``support``): a tensor whose probes
@@ -279,6 +308,14 @@ class Prober:
             direction[support] = self.rng.standard_normal(len(support))
         norm = np.linalg.norm(direction)
         return (direction / norm if norm > 0 else direction).reshape(shape)
+
+
+def _done(slopes, wanted, needed, confirm):
+    """Whether a round of ``probe`` has seen enough."""
+    statuses = [s.status for s in slopes]
+    mismatches, kinks = statuses.count("mismatch"), statuses.count("kink")
+    return (mismatches >= needed or (mismatches == 0 and len(slopes) - kinks >= wanted)
+            or bool(confirm and mismatches and kinks))
 
 
 def _tight(slope):

@@ -184,6 +184,13 @@ class Backend(ABC):
     def set_rng_state(self, state):
         """Put back what ``rng_state`` returned."""
 
+    def outside_tensors(self, optimizer):
+        """The tensors ``optimizer`` updates that are not parameters of the model (a loss's
+        temperature, a prompt, or another model's weights)."""
+        own = {id(param) for _, param in self.named_parameters()}
+        return [tensor for group in optimizer.param_groups for tensor in group["params"]
+                if id(tensor) not in own]
+
     def snapshot_tensor(self, tensor):
         """``(values, gradient)`` of a tensor outside the model, for ``restore_tensor``."""
         grad = getattr(tensor, "grad", None)
@@ -236,10 +243,8 @@ class Backend(ABC):
         beside the model's parameters) as they were, also on error."""
         state = self.snapshot()
         optimizer_state = self.optimizer_snapshot(optimizer) if optimizer is not None else None
-        own = {id(param) for _, param in self.named_parameters()}
         extra = [] if optimizer is None else [
-            (tensor, self.snapshot_tensor(tensor)) for group in optimizer.param_groups
-            for tensor in group["params"] if id(tensor) not in own]
+            (tensor, self.snapshot_tensor(tensor)) for tensor in self.outside_tensors(optimizer)]
         try:
             yield self
         finally:

@@ -61,9 +61,7 @@ def foreign_parameter_count(backend, optimizer):
 
 def foreign_parameters(backend, optimizer):
     """The tensors ``optimizer`` updates that are not parameters of the model."""
-    own = {id(param) for _, param in backend.named_parameters()}
-    return [param for group in optimizer.param_groups for param in group["params"]
-            if id(param) not in own]
+    return backend.outside_tensors(optimizer)
 
 
 def unheld_parameters(backend, optimizer):

@@ -167,6 +167,29 @@ def test_no_hook_left_on_the_model_or_its_output():
     assert hook_state(model) == before
 
 
+@pytest.mark.parametrize("fw", FRAMEWORKS, ids=lambda fw: fw.name)
+def test_the_gradient_fit_is_measured_only_while_the_output_is_on_the_simplex(fw):
+    """Logits: the first sample measures the gradient's fit, later ones do not (no hook on the
+    output's gradient); probabilities: every sample measures it."""
+    def records(softmax):
+        model = _model(fw, softmax=softmax)
+        opt = fw.optim.SGD(model.parameters(), lr=0.1)
+        x, y = teacher_data(3)
+        with Monitor(model, opt, every=1) as monitor:
+            for xb, yb in batches(x, y, steps=5, batch=32):
+                opt.zero_grad()
+                loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb))
+                loss.backward()
+                opt.step()
+                monitor.step(loss)
+            return monitor._view().signals["probabilities"]
+    logits, probabilities = records(False), records(True)
+    assert [r.step for r in logits] == list(range(5)) and not any(r.on_simplex for r in logits)
+    assert logits[0].misfit is not None and all(r.misfit is None for r in logits[1:])
+    assert all(r.on_simplex for r in probabilities)
+    assert all(r.misfit is not None and r.misfit <= MISFIT_TOLERANCE for r in probabilities)
+
+
 @settings(max_examples=30, deadline=None)
 @given(rows=st.integers(1, 6), classes=st.integers(2, 7), seed=st.integers(0, 2**31 - 1),
        scale=st.floats(0.1, 5.0))

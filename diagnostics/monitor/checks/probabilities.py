@@ -20,8 +20,8 @@ import math
 import numpy as np
 
 from ...findings import Finding
+from ..probes.probabilities import SIMPLEX_TOLERANCE  # noqa: F401 - part of this check's rule
 
-SIMPLEX_TOLERANCE = 2e-3   # |row sum - 1| and -min(entry) of a float16 softmax stay below this
 MISFIT_TOLERANCE = 1e-2    # cross-entropy's own gradient fits to float rounding (about 1e-6)
 MIN_SAMPLES = 2            # sampled steps that show it
 
@@ -173,7 +173,7 @@ def _picks(record):
 
 
 def _simplex(record):
-    return record.smallest >= -SIMPLEX_TOLERANCE and record.sum_error <= SIMPLEX_TOLERANCE
+    return record.on_simplex
 
 
 def _fits(record):

@@ -10,6 +10,11 @@ probabilities do not), so the two together say that probabilities went into
 ``nn.CrossEntropyLoss``; a gradient that picks one entry per row (``-k * one_hot``) says that
 they went into ``nn.NLLLoss``. The tensor hook is removed when the sample completes.
 
+The gradient's fit means something only for rows on the simplex, so it is measured only while
+the latest sample the host has seen was on it (and on the first): an output of logits, the
+common case, costs its two simplex numbers and no hook on the gradient (at ``every=1`` that
+was a fifth of the Monitor's time on an MLP). Reading the latest record adds no transfer.
+
 From the structure, when ``step`` gets the loss tensor: the loss's autograd graph, walked on
 sampled steps, where a sigmoid's output reaches BCE with logits, or a softmax's output reaches
 cross-entropy's log-softmax, through reshapes and casts only (``kernels.squashed_twice``). That
@@ -22,6 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .base import Probe
+
+SIMPLEX_TOLERANCE = 2e-3   # |row sum - 1| and -min(entry) of a float16 softmax stay below this
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,11 @@ class ProbabilityRecord:
     spread: float | None     # of the gradient's scale k over those rows (0: one scale)
     pick_misfit: float | None = None   # off a gradient that picks one entry per row (NLL)
     pick_rows: int = 0                 # rows with a negative gradient entry
+
+    @property
+    def on_simplex(self):
+        """Entries >= 0 and rows summing to 1, to within float16's rounding of a softmax."""
+        return self.smallest >= -SIMPLEX_TOLERANCE and self.sum_error <= SIMPLEX_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,8 @@ class ProbabilitiesProbe(Probe):
                    "simplex": [ctx.kernels.simplex_deviation(tensor, a) for a in axes],
                    "misfit": None, "values": None}
         self._pending = pending
+        if not self._fit_wanted():
+            return None
 
         def on_gradient(grad):
             if pending["misfit"] is None:
@@ -113,6 +127,19 @@ class ProbabilitiesProbe(Probe):
                                      + ctx.kernels.pick_misfit(grad, a) for a in axes]
         self._handles.append(ctx.backend.add_tensor_hook(tensor, on_gradient))
         return None
+
+    def _fit_wanted(self):
+        """Whether to measure the gradient's fit this sample: on the first, and while the
+        latest sample seen on the host had an axis on the simplex."""
+        if not self._records:
+            return True
+        latest = self._records[-1].step
+        for record in reversed(self._records):   # the latest sample's axes
+            if record.step != latest:
+                return False
+            if record.on_simplex:
+                return True
+        return False
 
     def contribute(self):
         pending = self._pending

@@ -64,3 +64,28 @@ def test_a_loss_passed_as_a_number_keeps_the_output_width(fw):
             optimizer.step()
             monitor.step(loss.item())
     assert monitor.report().loss.get("classes") == CLASSES
+
+
+@pytest.mark.parametrize("fw", FRAMEWORKS, ids=lambda fw: fw.name)
+def test_the_prediction_entropy_is_measured_only_while_the_loss_is_near_chance(fw):
+    """LOSS_AT_CHANCE alone reads the entropy, and only with the loss within 5% of ln C: it is
+    measured on the first sample and then only while the latest loss lies near ln C."""
+    def entropies(scale):
+        x, y = teacher_data(0)
+        model = mlp(fw, (FEATURES, 32, CLASSES))
+        optimizer = fw.optim.SGD(model.parameters(), lr=0.0)
+        with Monitor(model, optimizer, every=1) as monitor:
+            for xb, yb in batches(x, y, steps=6):
+                optimizer.zero_grad()
+                loss = fw.F.cross_entropy(model(fw.inputs(xb)) * scale, fw.labels(yb))
+                loss.backward()
+                optimizer.step()
+                monitor.step(loss)
+            losses = monitor.history.losses
+            return losses, [s.output_entropy for s in monitor._view().samples]
+    confident, far = entropies(200.0)        # huge logits: a loss far above ln C
+    assert min(confident) > 1.5 * np.log(CLASSES)
+    assert far[0] is not None and far[1:] == [None] * 5
+    guessing, near = entropies(0.01)         # near-uniform predictions: the loss is ln C
+    assert np.allclose(guessing, np.log(CLASSES), rtol=0.01)
+    assert all(e is not None and 0 < e <= np.log(CLASSES) + 1e-6 for e in near)

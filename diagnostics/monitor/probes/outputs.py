@@ -10,6 +10,11 @@ Which entry of a dict, tuple or dataclass output holds the logits follows the on
 loss: the Monitor sees the loss tensor, not the loss function, so it follows the loss's graph
 back to the output entries it reaches first (``_entries_the_loss_reads``). The choice is made
 at ``step(loss)`` and kept while the output keeps that entry.
+
+The prediction entropy serves one check, LOSS_AT_CHANCE, which needs the loss within 5% of the
+uniform guess ln C; it is measured only while the latest loss the host holds lies within
+``ENTROPY_BAND`` of ln C (or none is known yet): a model that learns pays for it on its first
+sample and no more.
 """
 import math
 
@@ -17,6 +22,8 @@ from ... import outputs as output_rule
 from .base import Probe
 
 GRAPH_NODES_WALKED = 10_000   # the walk from the loss gives up (rule 5 applies) beyond this
+ENTROPY_BAND = 0.5   # |loss - ln C| / ln C within which the entropy is measured (the check's
+                     # own band is 0.05: a step's loss strays further from the level than that)
 
 
 class OutputsProbe(Probe):
@@ -76,7 +83,7 @@ class OutputsProbe(Probe):
     def _queue_entropy(self, sample, tensor):
         """The mean entropy of the output's softmax, when it looks like class scores (a
         floating output of C >= 2 columns): the first model call of the iteration only."""
-        if sample.output_entropy is not None:
+        if sample.output_entropy is not None or not self._near_chance(tensor.shape[-1]):
             return
         entropy = self.ctx.kernels.prediction_entropy(tensor)
         if entropy is None:
@@ -86,6 +93,14 @@ class OutputsProbe(Probe):
         def receive(parts):
             sample.output_entropy = float(parts[0])
         self.ctx.collector.add((entropy,), receive)
+
+    def _near_chance(self, classes):
+        """Whether the latest loss on the host is near ln C (or unknown, or not finite)."""
+        losses = self.ctx.history.losses
+        if not losses.size or classes < 2:
+            return True
+        latest, chance = float(losses[-1]), math.log(classes)
+        return not math.isfinite(latest) or abs(latest - chance) <= ENTROPY_BAND * chance
 
     def close(self):
         self._pending = None

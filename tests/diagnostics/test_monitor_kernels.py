@@ -62,3 +62,18 @@ def test_activation_and_gradient_statistics_match_numpy(shape, per_unit, seed):
         if values.ndim >= 1:
             stats = backend.gather(list(backend.activation_statistics(tensor)))
             assert stats[2] == np.count_nonzero(values), name     # nonzero count
+
+
+@given(size=st.integers(1, 70_000), zeros=st.floats(0.0, 1.0), seed=st.integers(0, 2**16),
+       dtype=st.sampled_from([np.float16, np.float32, np.float64]))
+@settings(max_examples=25, deadline=None)
+def test_the_nonzero_count_is_exact_and_counts_nan_and_inf(size, zeros, seed, dtype):
+    """The count behind the zero fraction and dead units: NaN and inf are not zeros."""
+    rng = np.random.default_rng(seed)
+    values = rng.standard_normal(size).astype(dtype)
+    values[rng.random(size) < zeros] = 0.0
+    values[rng.integers(0, size, 3)] = [np.nan, np.inf, -np.inf]
+    for name in sorted(MODELS):
+        kernels = _kernels(MODELS[name]())
+        stats = kernels.gather(list(kernels.activation_statistics(kernels.from_numpy(values))))
+        assert stats[2] == np.count_nonzero(values), name

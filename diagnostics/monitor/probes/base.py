@@ -21,6 +21,17 @@ class Context:
     per_step_gradients: bool = False   # the opt-in per-step tier (StepGradientsProbe)
     step: int = 0          # the iteration under way
     sample: object = None  # its ``Sample`` when it is sampled, else None
+    walked: tuple = None   # (loss, its GraphWalk) of this step's ``on_step``, then dropped
+
+    def loss_walk(self, loss):
+        """The walk of ``loss``'s autograd graph, made once per step for every probe that
+        reads it (``kernels.walk_graph``); the Monitor drops it when ``on_step`` is done."""
+        walked = self.walked
+        if walked is not None and walked[0] is loss:
+            return walked[1]
+        walk = self.kernels.walk_graph(loss)
+        self.walked = (loss, walk)
+        return walk
 
     def first_tensor(self, output):
         """``output`` itself when it is a tensor, else the first tensor of a tuple or list,

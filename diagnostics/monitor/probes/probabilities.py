@@ -97,7 +97,7 @@ class ProbabilitiesProbe(Probe):
         ctx = self.ctx
         if ctx.sample is None or getattr(loss, "grad_fn", None) is None:
             return False
-        for chain, op, node in ctx.kernels.squashed_twice(loss):
+        for chain, op, node in ctx.kernels.squashed_twice(loss, walk=ctx.loss_walk(loss)):
             module = next((name for name, seen in self._squashers if seen is node), None)
             self._twice.append(SquashedTwiceRecord(ctx.step, _SQUASHERS[op], chain, module))
         self._squashers = []

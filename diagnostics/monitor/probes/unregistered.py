@@ -61,7 +61,7 @@ class UnregisteredProbe(Probe):
         if (ctx.sample is None or not ctx.backend.is_tensor(loss)
                 or getattr(loss, "grad_fn", None) is None):
             return False
-        outside = [t for t in ctx.kernels.graph_leaves(loss)
+        outside = [t for t in ctx.kernels.graph_leaves(loss, walk=ctx.loss_walk(loss))
                    if id(t) not in self._known and id(t) not in self._inputs]
         if outside:
             held = self._held_now()

@@ -77,3 +77,33 @@ def test_the_nonzero_count_is_exact_and_counts_nan_and_inf(size, zeros, seed, dt
         kernels = _kernels(MODELS[name]())
         stats = kernels.gather(list(kernels.activation_statistics(kernels.from_numpy(values))))
         assert stats[2] == np.count_nonzero(values), name
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_weight_samples_at_once_match_one_by_one_and_follow_replaced_storage(name):
+    """The fused copies equal ``weight_sample`` of each; the update measured after a
+    parameter's storage was replaced (``param.data = ...``) reads the new values, not the
+    sample view kept of the old ones."""
+    kernels = _kernels(MODELS[name]())
+    rng = np.random.default_rng(0)
+    big = kernels.UPDATE_SAMPLE * 3 + 5                      # sampled in strided runs
+    arrays = [rng.standard_normal(n).astype(np.float32) for n in (7, big)]
+    params = [kernels.from_numpy(a) for a in arrays]
+    copies = kernels.weight_samples(params)
+    again = kernels.weight_samples(params, into=copies)
+    for param, copy, repeat in zip(params, copies, again):
+        expected = kernels.gather([kernels.weight_sample(param)])[0]
+        np.testing.assert_array_equal(kernels.gather([copy])[0], expected)
+        np.testing.assert_array_equal(kernels.gather([repeat])[0], expected)
+    moved = [a + 1.0 for a in arrays]
+    for param, values in zip(params, moved):
+        replacement = kernels.from_numpy(values)
+        if hasattr(param, "set_"):
+            param.data = replacement          # torch: a new storage behind the same tensor
+        else:
+            param.data = replacement.data     # minigrad: a new array behind the same tensor
+    deltas_and_norms = kernels.gather(kernels.update_statistics_many(params, copies))
+    for i, values in enumerate(moved):
+        now = kernels.gather([kernels.weight_sample(params[i])])[0]
+        assert deltas_and_norms[i] == pytest.approx(np.sqrt(now.size), rel=1e-5)   # |Δ| = 1
+        assert deltas_and_norms[2 + i] == pytest.approx(np.linalg.norm(now), rel=1e-5)

@@ -65,6 +65,12 @@ class Kernels(ABC):
         them: every k-th run of ``SAMPLE_BLOCK`` neighbours, spread over the whole tensor and
         cheap to read. Written into ``into`` when it fits."""
 
+    def weight_samples(self, params, *, into=None):
+        """``weight_sample`` of each of ``params`` (a list of copies, in order), written into
+        the list ``into`` when every one fits (a framework may fuse the copies)."""
+        into = into if into is not None and len(into) == len(params) else [None] * len(params)
+        return [self.weight_sample(p, into=b) for p, b in zip(params, into)]
+
     @abstractmethod
     def update_statistics(self, param, before):
         """``(|w - before|, |w|)`` over the entries ``weight_sample`` took, ``w`` being

@@ -10,6 +10,7 @@ class TorchKernels(Kernels):
         super().__init__(backend)
         self.torch = backend.torch
         self._scratch_buffers = {}
+        self._views = {}    # id(param) -> (weak ref, data pointer, shape, its sample view)
 
     def activation_statistics(self, tensor, *, saturation=None):
         torch = self.torch
@@ -89,6 +90,31 @@ class TorchKernels(Kernels):
                 and into.device == entries.device)
         return into.copy_(entries) if fits else entries.clone()
 
+    def weight_samples(self, params, *, into=None):
+        views = [self._sample_view(p) for p in params]
+        fits = (into is not None and len(into) == len(views)
+                and all(b.shape == v.shape and b.dtype == v.dtype and b.device == v.device
+                        for b, v in zip(into, views)))
+        if not fits:
+            return [v.clone() for v in views]
+        self.torch._foreach_copy_(into, views)   # one fused copy per device and dtype
+        return into
+
+    def _sample_view(self, param):
+        """``_sampled(param)``, kept while ``param`` keeps its storage and shape: the three
+        view operations are made once, not at every sampled step. (A non-contiguous tensor's
+        flattening is a copy, made afresh each time.)"""
+        if not param.is_contiguous():
+            return self._sampled(param)
+        cached = self._views.get(id(param))
+        pointer = param.data_ptr()
+        if (cached is not None and cached[0]() is param and cached[1] == pointer
+                and cached[2] == param.shape):
+            return cached[3]
+        view = self._sampled(param)
+        self._views[id(param)] = (weakref.ref(param), pointer, param.shape, view)
+        return view
+
     def update_statistics(self, param, before):
         now = self._reducible(self._sampled(param))
         delta = self._reducible(before).sub_(now)
@@ -97,7 +123,7 @@ class TorchKernels(Kernels):
 
     def update_statistics_many(self, params, befores):
         torch = self.torch
-        nows = [self._reducible(self._sampled(p)) for p in params]
+        nows = [self._reducible(self._sample_view(p)) for p in params]
         deltas = [self._reducible(b) for b in befores]
         torch._foreach_sub_(deltas, nows)      # one fused pass per device and dtype
         return list(torch._foreach_norm(deltas + nows))
@@ -173,6 +199,7 @@ class TorchKernels(Kernels):
 
     def release_scratch(self):
         self._scratch_buffers = {}
+        self._views = {}
 
     def _scratch(self, like, *, slot=0):
         """A reusable buffer for elementwise temporaries (no allocation per statistic)."""

@@ -1,7 +1,8 @@
 """What the optimizer did to each parameter on a sampled iteration: |Δw| / |w|.
 
-A sample of the weights is copied when the parameter's first gradient arrives (before the
-optimizer steps) and compared with the weights at the next model call, once it has stepped.
+A sample of the weights is copied when the iteration's first gradient arrives (before any
+optimizer steps: backward is still running), all parameters in one fused copy, and compared
+at the next model call, once the optimizer has stepped, for the parameters that got a gradient.
 """
 from ..history import update_column
 from ..records import UpdateRecord
@@ -13,27 +14,27 @@ class UpdatesProbe(Probe):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.last = {}            # parameter name -> the latest UpdateRecord
-        self._copies = {}         # parameter name -> weight sample buffer, reused
-        self._arrivals = {}       # this iteration's copies, by parameter name
+        self._trainable = list(ctx.layout.trainable)
+        self._copies = None       # weight sample buffers of every trainable one, reused
+        self._arrived = set()     # names of the parameters with a gradient this iteration
         self._pending = []        # (sample, param, copy) waiting for the optimizer's step
-        self._params = {p.name: p for p in ctx.layout.trainable}
-        self._columns = [(param.name, update_column(param)) for param in ctx.layout.trainable]
+        self._columns = [(param.name, update_column(param)) for param in self._trainable]
 
     def attach(self):
         backend = self.ctx.backend
-        return [backend.add_tensor_hook(param.tensor, self._hook(param))
-                for param in self.ctx.layout.trainable]
+        return [backend.add_tensor_hook(param.tensor, self._hook(param.name))
+                for param in self._trainable]
 
     def begin(self):
-        self._arrivals = {}
+        self._arrived = set()
 
-    def _hook(self, param):
-        name = param.name
-
+    def _hook(self, name):
         def hook(grad):
-            if self.ctx.sample is not None and name not in self._arrivals:
-                copy = self.ctx.kernels.weight_sample(param.tensor, into=self._copies.get(name))
-                self._copies[name] = self._arrivals[name] = copy
+            if self.ctx.sample is not None and name not in self._arrived:
+                if not self._arrived:   # the first gradient: no optimizer has stepped yet
+                    self._copies = self.ctx.kernels.weight_samples(
+                        [p.tensor for p in self._trainable], into=self._copies)
+                self._arrived.add(name)
             return None
         return hook
 
@@ -60,10 +61,11 @@ class UpdatesProbe(Probe):
     def finish(self, sample):
         """Hand this iteration's weight copies to the measurement at the next model call
         (none for a step the GradScaler skipped: the optimizer did not run)."""
-        if not sample.skipped:
-            self._pending += [(sample, self._params[name], before)
-                              for name, before in self._arrivals.items()]
-        self._arrivals = {}
+        if not sample.skipped and self._arrived:
+            self._pending += [(sample, param, copy)
+                              for param, copy in zip(self._trainable, self._copies)
+                              if param.name in self._arrived]
+        self._arrived = set()
 
     def fill_row(self, row, sample, view):
         for name, column in self._columns:
@@ -75,4 +77,4 @@ class UpdatesProbe(Probe):
         return {"last_updates": dict(self.last)}
 
     def close(self):
-        self._arrivals, self._pending, self._copies = {}, [], {}
+        self._arrived, self._pending, self._copies = set(), [], None

@@ -35,8 +35,12 @@ class ActivationRecord:
     unit_min: np.ndarray
 
     @classmethod
-    def from_parts(cls, count, parts):
-        """From ``activation_statistics``'s results: sums, unit extremes, saturated count."""
+    def from_parts(cls, count, parts, *, zeros=True):
+        """From ``activation_statistics``'s results: sums, unit extremes, saturated count
+        (``zeros=False``: taken without the nonzero count, which is then NaN)."""
+        if not zeros:
+            total, squares, unit_max, unit_min = parts
+            return cls(count, total, squares, math.nan, 0.0, unit_max, unit_min)
         total, squares, nonzero, unit_max, unit_min = parts[:5]
         saturated = parts[5] if len(parts) > 5 else 0.0
         return cls(count, total, squares, nonzero, saturated, unit_max, unit_min)

@@ -22,9 +22,10 @@ class Kernels(ABC):
         self.backend = backend
 
     @abstractmethod
-    def activation_statistics(self, tensor, *, saturation=None):
+    def activation_statistics(self, tensor, *, saturation=None, zeros=True):
         """``(sum, sum of squares, nonzero count, unit max, unit min)``, and the saturated count
-        when ``saturation=(center, radius)`` is given (elements with |x - center| > radius).
+        when ``saturation=(center, radius)`` is given (elements with |x - center| > radius);
+        ``zeros=False`` leaves the nonzero count out (the model input's: no check reads it).
 
         Units lie on axis 1 (features of (N, F), channels of (N, C, ...)); a 0-d or 1-d
         tensor is one unit. None for an empty or non-floating tensor.

@@ -8,11 +8,11 @@ from .base import Kernels
 
 class MinigradKernels(Kernels):
 
-    def activation_statistics(self, tensor, *, saturation=None):
+    def activation_statistics(self, tensor, *, saturation=None, zeros=True):
         with np.errstate(over="ignore", invalid="ignore"):   # inf/NaN are what we report
-            return self._activation_statistics(tensor, saturation)
+            return self._activation_statistics(tensor, saturation, zeros)
 
-    def _activation_statistics(self, tensor, saturation):
+    def _activation_statistics(self, tensor, saturation, zeros):
         x = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)
         if x.size == 0 or not np.issubdtype(x.dtype, np.floating):
             return None
@@ -24,6 +24,8 @@ class MinigradKernels(Kernels):
         else:
             axes = (0,) + tuple(range(2, x.ndim))
             unit_max, unit_min = x.max(axis=axes), x.min(axis=axes)
+        if not zeros:
+            return (flat.sum(), np.dot(flat, flat), unit_max, unit_min)
         stats = (flat.sum(), np.dot(flat, flat), np.float64(np.count_nonzero(flat)), unit_max,
                  unit_min)
         if saturation is None:

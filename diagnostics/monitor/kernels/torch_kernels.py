@@ -12,7 +12,7 @@ class TorchKernels(Kernels):
         self._scratch_buffers = {}
         self._views = {}    # id(param) -> (weak ref, data pointer, shape, its sample view)
 
-    def activation_statistics(self, tensor, *, saturation=None):
+    def activation_statistics(self, tensor, *, saturation=None, zeros=True):
         torch = self.torch
         x = tensor.detach()
         if x.numel() == 0 or not x.is_floating_point():
@@ -24,6 +24,8 @@ class TorchKernels(Kernels):
         else:
             dims = 0 if x.dim() == 2 else (0,) + tuple(range(2, x.dim()))
             unit_max, unit_min = x.amax(dim=dims), x.amin(dim=dims)
+        if not zeros:
+            return (flat.sum(), torch.dot(flat, flat), unit_max, unit_min)
         scratch = self._scratch(flat)
         # x != 0 written as 1.0/0.0 into a float buffer, then summed: two passes, 1.5-2x faster
         # than the bool tensor's sum or abs-sign-sum, and count_nonzero is 5-10x slower above

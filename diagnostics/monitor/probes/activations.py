@@ -23,13 +23,15 @@ from .base import Probe
 MAX_CALLS = 8
 
 
-def queue_activation(ctx, tensor, saturation, receive):
-    """Queue ``tensor``'s statistics; ``receive(ActivationRecord)`` after the transfer."""
-    stats = ctx.kernels.activation_statistics(tensor, saturation=saturation)
+def queue_activation(ctx, tensor, saturation, receive, *, zeros=True):
+    """Queue ``tensor``'s statistics; ``receive(ActivationRecord)`` after the transfer
+    (``zeros=False``: without the nonzero count)."""
+    stats = ctx.kernels.activation_statistics(tensor, saturation=saturation, zeros=zeros)
     if stats is None:
         return
     count = math.prod(tensor.shape)
-    ctx.collector.add(stats, lambda parts: receive(ActivationRecord.from_parts(count, parts)))
+    ctx.collector.add(stats, lambda parts: receive(
+        ActivationRecord.from_parts(count, parts, zeros=zeros)))
 
 
 class ActivationsProbe(Probe):

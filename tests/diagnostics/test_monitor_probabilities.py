@@ -13,6 +13,7 @@ from diagnostics import Monitor
 from diagnostics.backends import get_backend
 from diagnostics.monitor.checks.probabilities import MISFIT_TOLERANCE, cross_entropy_floor
 from diagnostics.monitor.kernels import kernels_for
+from diagnostics.monitor.probes.probabilities import SIMPLEX_RECHECK
 from tests.diagnostics.monitor_nets import CLASSES, FEATURES, batches, frameworks, teacher_data
 from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
 from tests.diagnostics.test_monitor_lifecycle import hook_state
@@ -168,24 +169,28 @@ def test_no_hook_left_on_the_model_or_its_output():
 
 
 @pytest.mark.parametrize("fw", FRAMEWORKS, ids=lambda fw: fw.name)
-def test_the_gradient_fit_is_measured_only_while_the_output_is_on_the_simplex(fw):
-    """Logits: the first sample measures the gradient's fit, later ones do not (no hook on the
-    output's gradient); probabilities: every sample measures it."""
-    def records(softmax):
+def test_logits_are_measured_again_only_every_few_samples_and_probabilities_always(fw):
+    """Logits: the first sample measures the rows and the gradient's fit, then only the rows,
+    every SIMPLEX_RECHECK-th sampled step (no hook on the output's gradient); probabilities:
+    both at every sample."""
+    def records(softmax, steps):
         model = _model(fw, softmax=softmax)
         opt = fw.optim.SGD(model.parameters(), lr=0.1)
         x, y = teacher_data(3)
         with Monitor(model, opt, every=1) as monitor:
-            for xb, yb in batches(x, y, steps=5, batch=32):
+            for xb, yb in batches(x, y, steps=steps, batch=32):
                 opt.zero_grad()
                 loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb))
                 loss.backward()
                 opt.step()
                 monitor.step(loss)
             return monitor._view().signals["probabilities"]
-    logits, probabilities = records(False), records(True)
-    assert [r.step for r in logits] == list(range(5)) and not any(r.on_simplex for r in logits)
+    logits = records(False, 2 * SIMPLEX_RECHECK + 1)
+    assert [r.step for r in logits] == [0, SIMPLEX_RECHECK, 2 * SIMPLEX_RECHECK]
+    assert not any(r.on_simplex for r in logits)
     assert logits[0].misfit is not None and all(r.misfit is None for r in logits[1:])
+    probabilities = records(True, 5)
+    assert [r.step for r in probabilities] == list(range(5))
     assert all(r.on_simplex for r in probabilities)
     assert all(r.misfit is not None and r.misfit <= MISFIT_TOLERANCE for r in probabilities)
 

@@ -11,9 +11,11 @@ probabilities do not), so the two together say that probabilities went into
 they went into ``nn.NLLLoss``. The tensor hook is removed when the sample completes.
 
 The gradient's fit means something only for rows on the simplex, so it is measured only while
-the latest sample the host has seen was on it (and on the first): an output of logits, the
-common case, costs its two simplex numbers and no hook on the gradient (at ``every=1`` that
-was a fifth of the Monitor's time on an MLP). Reading the latest record adds no transfer.
+the latest sample the host has seen was on it (and on the first); and an output off the simplex
+(logits, the common case) is measured again only every ``SIMPLEX_RECHECK``-th sampled step: a
+model's output does not turn from logits into probabilities between steps. An output of logits
+then costs nothing on most sampled steps (at ``every=1`` the fit alone was a fifth of the
+Monitor's time on an MLP). Reading the latest record adds no transfer.
 
 From the structure, when ``step`` gets the loss tensor: the loss's autograd graph, walked on
 sampled steps, where a sigmoid's output reaches BCE with logits, or a softmax's output reaches
@@ -29,6 +31,7 @@ import numpy as np
 from .base import Probe
 
 SIMPLEX_TOLERANCE = 2e-3   # |row sum - 1| and -min(entry) of a float16 softmax stay below this
+SIMPLEX_RECHECK = 10       # an output off the simplex is measured again this many samples on
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,8 @@ class ProbabilitiesProbe(Probe):
         self._records = deque(maxlen=ctx.window)
         self._squashers = []        # (module name, its output's graph node) of this sample
         self._twice = deque(maxlen=ctx.window)
+        self._unmeasured = 0        # sampled steps since the rows were last measured
+        self._decided = (None, True)   # (step, whether its rows are measured)
 
     def attach(self):
         backend = self.ctx.backend
@@ -112,13 +117,13 @@ class ProbabilitiesProbe(Probe):
             return None
         shape = tuple(tensor.shape)
         axes = [axis for axis in dict.fromkeys((1, len(shape) - 1)) if shape[axis] >= 2]
-        if not axes or _count(shape) == 0 or not _floating(tensor):
+        if not axes or _count(shape) == 0 or not _floating(tensor) or not self._rows_wanted():
             return None
         pending = {"step": ctx.step, "axes": axes, "classes": [shape[a] for a in axes],
                    "simplex": [ctx.kernels.simplex_deviation(tensor, a) for a in axes],
                    "misfit": None, "values": None}
         self._pending = pending
-        if not self._fit_wanted():
+        if not self._latest_on_simplex():
             return None
 
         def on_gradient(grad):
@@ -128,9 +133,21 @@ class ProbabilitiesProbe(Probe):
         self._handles.append(ctx.backend.add_tensor_hook(tensor, on_gradient))
         return None
 
-    def _fit_wanted(self):
-        """Whether to measure the gradient's fit this sample: on the first, and while the
-        latest sample seen on the host had an axis on the simplex."""
+    def _rows_wanted(self):
+        """Whether to measure the output's rows at this sampled step: while the latest
+        measured sample was on the simplex (or none was), else every ``SIMPLEX_RECHECK``-th
+        sampled step (an output of logits stays one); decided once per step."""
+        step = self.ctx.step
+        if self._decided[0] == step:
+            return self._decided[1]
+        wanted = self._latest_on_simplex() or self._unmeasured + 1 >= SIMPLEX_RECHECK
+        self._unmeasured = 0 if wanted else self._unmeasured + 1
+        self._decided = (step, wanted)
+        return wanted
+
+    def _latest_on_simplex(self):
+        """The latest measured sample had an axis on the simplex, or none was measured: then
+        the gradient's fit is worth its hook too."""
         if not self._records:
             return True
         latest = self._records[-1].step

@@ -13,6 +13,7 @@ from ..findings import Finding
 from ..layouts import rows_coupled
 from ..jsonable import to_jsonable
 from . import _training as T
+from . import objective
 
 DEFAULT_LR = 3e-3
 TARGET_FRACTION = 0.05  # default target: 5% of the starting (or uninformative) loss
@@ -26,6 +27,11 @@ SMOOTH = 5
 MIN_CURVE = 20          # losses needed to tell "still falling" from noise
 DEFAULT_PATIENCE = 3    # more rounds of ``steps`` while the loss keeps falling:
 EXTEND_RATIO = 0.9      # 10% lower than a quarter of the run earlier
+# A loss whose forward samples (a VAE's reparameterisation, dropout) has a floor no step can
+# remove: short of the target, the run is inconclusive (not failed) when the loss came down
+# from its start to within NOISY_FRACTION of the way to the part of it the output cannot
+# remove, every parameter learning.
+NOISY_FRACTION = 0.2
 
 
 @dataclass
@@ -33,7 +39,11 @@ class OverfitResult:
     """``passed``; ``steps`` optimizer steps taken to reach ``target_loss`` (None if never);
     ``losses[i]`` and ``accuracies[i]`` measured before step ``i`` (``accuracies`` is None
     unless the targets are class indices); ``still_falling``: passed short of the target,
-    the loss far down and still falling; ``findings`` holds OVERFIT_FAILED on failure."""
+    the loss far down and still falling; ``inconclusive``: short of the target because the
+    loss cannot get there by design (a floor of a sampling forward, or parameters that
+    ``train_step`` trains against the loss), which says nothing about a bug: ``passed`` is
+    True and ``findings`` holds an info OVERFIT_FAILED with the evidence; ``findings`` holds
+    an error OVERFIT_FAILED on failure."""
 
     passed: bool
     steps: int | None
@@ -43,6 +53,7 @@ class OverfitResult:
     max_steps: int
     findings: list = field(default_factory=list)
     still_falling: bool = False
+    inconclusive: bool = False
 
     @property
     def initial_loss(self):
@@ -55,7 +66,7 @@ class OverfitResult:
     def to_dict(self):
         return to_jsonable({
             "passed": self.passed, "steps": self.steps, "max_steps": self.max_steps,
-            "still_falling": self.still_falling,
+            "still_falling": self.still_falling, "inconclusive": self.inconclusive,
             "target_loss": self.target_loss, "initial_loss": self.initial_loss,
             "final_loss": self.final_loss, "losses": self.losses,
             "accuracies": self.accuracies,
@@ -64,7 +75,9 @@ class OverfitResult:
     @property
     def headline(self):
         """``PASSED in 6 steps (loss 2.3 -> 0.1, target 0.11, accuracy 97%)``."""
-        if self.still_falling:
+        if self.inconclusive:
+            verdict = f"INCONCLUSIVE after {self.max_steps} steps"
+        elif self.still_falling:
             verdict = f"PASSED, still falling after {self.max_steps} steps"
         else:
             verdict = (f"PASSED in {self.steps} steps" if self.passed
@@ -90,12 +103,18 @@ def overfit_one_batch(model, loss_fn, inputs, targets, *, optimizer=None, steps=
     ``optimizer`` defaults to Adam(lr=3e-3) over the model's parameters; ``target_loss``
     defaults to 5% of the way from the loss's floor to the loss at the start or of an
     all-zero output's loss (-log(1/C) for cross-entropy), whichever is lower; the floor is 0,
-    or for class indices the lowest loss any logits reach (label smoothing keeps it above 0). Stops
+    or for class indices the lowest loss any logits reach (label smoothing keeps it above 0),
+    or for float targets the loss with the targets as the output when no output nearby goes
+    lower (a constant or KL term). Stops
     early on success. Short of the target, it
     passes when the batch is plainly being memorised: the loss down to 20% of its start and
     still falling (20% lower than a quarter of the run earlier), every parameter with a
-    gradient, and every example right for class-index targets. The model, the optimizer
-    and the RNG states are restored afterwards, bit for bit.
+    gradient, and every example right for class-index targets. A loss that cannot reach
+    the target by design makes the run inconclusive, not failed (``OverfitResult.inconclusive``):
+    a forward that samples, the loss most of the way down to the part of it the output cannot
+    remove; or a ``train_step`` that trains other parameters against the loss, the loss
+    memorised with them held still. The model, the optimizer and the RNG states are restored
+    afterwards, bit for bit.
 
     ``train_step(model, (inputs, targets), optimizer)``: your own training step (its clipping,
     its scaler); given, each step runs through it. ``inputs`` may be a dict of keyword inputs;
@@ -119,6 +138,8 @@ def run(backend, batch, *, optimizer, train_step=None, steps=200, target_loss=No
         patience=DEFAULT_PATIENCE):
     """The test on a checked ``batch``; the caller restores the model and the optimizer."""
     optimizer = T.make_optimizer(backend, optimizer, lr=DEFAULT_LR)
+    opponents = objective.Opponents(backend, batch, optimizer, train_step)
+    begin = _State(backend, optimizer) if opponents.watched else None
     step_once = T.stepper(backend, optimizer, batch, train_step)
     target_array = batch.target_array()
     losses, accuracies, silent = [], [], None
@@ -133,7 +154,7 @@ def run(backend, batch, *, optimizer, train_step=None, steps=200, target_loss=No
                 output, loss = batch.output_and_loss(backend)
             value = backend.scalar(loss)
         else:
-            value, output = step_once()
+            value, output = opponents.step(step, step_once)
         if step == 0:
             key = T.logits_key(backend, batch, output)
         logits = T.logits_array(backend, output, key)
@@ -153,14 +174,113 @@ def run(backend, batch, *, optimizer, train_step=None, steps=200, target_loss=No
             break
     accuracies = None if accuracies[0] is None else accuracies
     falling = reached is None and not silent and _still_falling(losses, accuracies, start)
-    passed = reached is not None or falling
-    findings = [] if passed else [_failure_finding(
+    result = OverfitResult(passed=reached is not None or falling, steps=reached,
+                           target_loss=target_loss, losses=losses, accuracies=accuracies,
+                           max_steps=limit, still_falling=falling)
+    if result.passed:
+        return result
+    broadcasts = _broadcasts(backend, batch, output, key, logits, target_array)
+    learning = not silent and not broadcasts and all(math.isfinite(v) for v in losses)
+    held = None
+    if learning and opponents.against:   # the same optimizer, the opponent held still
+        begin.restore()
+        held = run(backend, batch, optimizer=optimizer, steps=steps, target_loss=target_loss,
+                   patience=patience)
+        note = _opponent_note(result, opponents, held)
+    elif learning:
+        floor = _loss_floor(backend, batch, output, key, logits, target_array)
+        note = _noise_floor_note(backend, batch, result, start, floor)
+    else:
+        note = None
+    if note is not None:
+        result.passed = result.inconclusive = True
+        result.findings = [note]
+        return result
+    result.findings = [_failure_finding(
         backend, optimizer, losses, accuracies, target_loss=target_loss, steps=limit,
-        silent=silent, output=logits, targets=target_array,
-        broadcasts=_broadcasts(backend, batch, output, key, logits, target_array))]
-    return OverfitResult(passed=passed, steps=reached, target_loss=target_loss,
-                         losses=losses, accuracies=accuracies, max_steps=limit,
-                         findings=findings, still_falling=falling)
+        silent=silent, output=logits, targets=target_array, broadcasts=broadcasts,
+        opponent=None if held is None else _opponent_cause(opponents, held))]
+    return result
+
+
+class _State:
+    """The model and the optimizer as a run found them, to run again from there."""
+
+    def __init__(self, backend, optimizer):
+        self.backend, self.optimizer = backend, optimizer
+        self.model = backend.snapshot()
+        self.moments = backend.optimizer_snapshot(optimizer)
+
+    def restore(self):
+        self.backend.restore(self.model)
+        self.backend.optimizer_restore(self.optimizer, self.moments)
+
+
+def _opponent_note(result, opponents, held):
+    """An info OVERFIT_FAILED when ``train_step`` trains other parameters against the loss
+    (their update raised it at most measured steps) and, with them held still (``held``: plain
+    steps of the same optimizer from the same start), the loss is memorised; else None."""
+    if not held.passed or held.inconclusive:
+        return None
+    found = opponents.evidence()
+    how = (f"reaches {held.target_loss:.4g} in {held.steps} steps" if held.steps is not None
+           else f"is memorising it (down to {held.final_loss:.4g}, still falling)")
+    message = (
+        f"not judged: train_step also trains {_names(found['parameters'])} (outside your "
+        f"optimizer) against this loss: their update raised it at {found['raised_at']} of "
+        f"{found['measured_steps']} measured steps (by {found['mean_effect']:.3g} on average), "
+        f"and the loss went from {result.initial_loss:.4g} to {result.final_loss:.4g} in "
+        f"{result.max_steps} steps; with them held still it {how}: an adversarial objective "
+        f"(a GAN's) cannot reach 0 on one batch")
+    return Finding(
+        "OVERFIT_FAILED", "info", "loss", message,
+        "nothing to fix if the other network is trained against this one by design; "
+        "overfit_one_batch without train_step (this side's optimizer) tests this side alone",
+        {"initial_loss": result.initial_loss, "final_loss": result.final_loss,
+         "target_loss": result.target_loss, "steps": result.max_steps,
+         "opponent": found, "held_still_steps": held.steps,
+         "held_still_final_loss": held.final_loss})
+
+
+def _opponent_cause(opponents, held):
+    """The likely cause when the loss fails even with the opponent held still."""
+    return (f"train_step also trains {_names(opponents.moved)} against this loss, but with "
+            f"them held still it still went only from {held.initial_loss:.4g} to "
+            f"{held.final_loss:.4g}: this side does not learn either")
+
+
+def _noise_floor_note(backend, batch, result, start, floor):
+    """An info OVERFIT_FAILED when the loss has a floor no step removes: the same batch at the
+    same parameters gives different losses (the forward samples), and the loss (the median of
+    its last SMOOTH) came down from its start to within NOISY_FRACTION of the way to
+    ``floor`` (the part the output cannot remove), every example right for class indices;
+    else None. The run already went on while the loss kept falling (``patience``)."""
+    losses, accuracies = result.losses, result.accuracies
+    if accuracies is not None and accuracies[-1] < 1.0:
+        return None
+    floor = floor if floor < start else 0.0
+    level = float(np.median(losses[-SMOOTH:]))
+    if level - floor > NOISY_FRACTION * (start - floor):
+        return None
+    draws = objective.loss_draws(backend, batch)
+    if not objective.samples(draws):
+        return None
+    low, high = min(draws), max(draws)
+    share = (start - level) / (start - floor)
+    fixed = (f", and {floor:.4g} of it does not depend on the output (a KL or regularisation "
+             f"term)" if floor > 0 else "")
+    message = (
+        f"not judged: this loss cannot reach {result.target_loss:.4g} on one batch by design: "
+        f"the same parameters give losses from {low:.4g} to {high:.4g} on it (the forward "
+        f"samples: reparameterisation noise, dropout){fixed}; it fell from {start:.4g} to "
+        f"{level:.4g}, {share:.0%} of the way down to {floor:.4g}")
+    return Finding(
+        "OVERFIT_FAILED", "info", "loss", message,
+        "nothing to fix if the sampling is by design (a VAE); to test memorisation, overfit "
+        "with it off (the mean instead of a sample, no dropout) and the fit term alone",
+        {"initial_loss": result.initial_loss, "final_loss": result.final_loss,
+         "target_loss": result.target_loss, "steps": result.max_steps, "start_level": start,
+         "level": level, "floor": floor, "draws": draws})
 
 
 def _still_falling(losses, accuracies, start):
@@ -199,10 +319,12 @@ def _loss_floor(backend, batch, output, key, logits, targets):
     """The lowest loss any logits reach on this batch, for class-index targets: the loss of
     ``k * one_hot(targets)`` minimised over ``k``. 0 for plain cross-entropy; above 0 for a loss
     with a floor (label smoothing: the entropy of the smoothed targets, 0.35 for 0.1 over 4
-    classes), which no model can go below. 0 when it cannot be measured."""
+    classes), which no model can go below. For float targets of the logits' shape, the loss
+    at logits equal to the targets when no logits nearby go lower (``objective.ideal_floor``:
+    a constant, a KL term). 0 when it cannot be measured."""
     axis = T.class_axis_of(logits, targets)
     if axis is None:
-        return 0.0
+        return objective.ideal_floor(backend, batch, output, key, logits, targets)
     hot = np.zeros_like(logits)
     valid = (targets >= 0) & (targets < logits.shape[axis])
     index = np.expand_dims(np.where(valid, targets, 0), axis)
@@ -243,9 +365,11 @@ def _broadcasts(backend, batch, output, key, logits, targets):
 
 
 def _failure_finding(backend, optimizer, losses, accuracies, *, target_loss, steps, silent,
-                     output, targets, broadcasts):
+                     output, targets, broadcasts, opponent=None):
     causes = _likely_causes(backend, optimizer, losses, silent=silent, output=output,
                             targets=targets, broadcasts=broadcasts)
+    if opponent:   # the loss grew because of the opponent: say first that this side is stuck
+        causes.insert(0, opponent)
     finite = [v for v in losses if math.isfinite(v)]
     evidence = {"initial_loss": losses[0], "final_loss": losses[-1],
                 "best_loss": min(finite) if finite else None, "target_loss": target_loss,

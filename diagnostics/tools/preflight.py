@@ -463,6 +463,8 @@ def _squared_error_at_init(summary, loss, baseline, ratio):
 # ------------------------------------------------------------------ training
 def _overfit(run):
     result = _overfit_with(run, run.optimizer)
+    if result.inconclusive:   # the loss cannot reach the target by design: nothing to judge
+        return CheckItem("overfit one batch", SKIP, result.headline, list(result.findings))
     if result.passed or run.optimizer is None:
         return CheckItem("overfit one batch", PASS if result.passed else FAIL, result.headline,
                          list(result.findings))
@@ -745,7 +747,9 @@ def _first_line(finding):
 def _slow_optimizer_finding(result, fallback, optimizer):
     """OVERFIT_FAILED as a warning: the user's optimizer cannot memorise the batch in time,
     the default Adam can, so the model and the loss learn and the settings are slow."""
-    reached = "reaches its target" if fallback.steps is not None else "is memorising it"
+    reached = ("reaches its target" if fallback.steps is not None
+               else "comes down to the loss's own floor" if fallback.inconclusive
+               else "is memorising it")
     steps = fallback.steps if fallback.steps is not None else fallback.max_steps
     return Finding(
         "OVERFIT_FAILED", "warning", "loss",

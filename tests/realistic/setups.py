@@ -1289,21 +1289,4 @@ SETUPS = {**(TORCH_SETUPS if torch is not None else {}), **MINIGRAD_SETUPS}
 
 # (setup, assertion) -> what goes wrong today, quoted. The tests mark each pair
 # xfail(strict=True): the fix that makes it pass must delete its entry.
-KNOWN_FALSE_ALARMS = {
-    ("gan_discriminator", "preflight"):
-        "OVERFIT_FAILED [error] the loss went from 0.6707 to 0.8598 in 200 steps without "
-        "reaching 0.03353; likely: the loss grew: the learning rate is too high (train_step also "
-        "trains G against D: neither loss can reach 0)",
-    ("gan_generator", "preflight"):
-        "OVERFIT_FAILED [error] the loss went from 0.6337 to 0.815 in 400 steps without "
-        "reaching 0.03168; likely: the loss grew: the learning rate is too high (train_step also "
-        "trains D against G: neither loss can reach 0)",
-    ("vae", "preflight"):
-        "OVERFIT_FAILED [error] the loss went from 18.58 to 4.455 in 200 steps without reaching "
-        "0.8434; likely: the loss fell but too slowly (the KL term and the sampling noise put a "
-        "floor under the loss)",
-    ("vae", "overfit"):
-        "OVERFIT_FAILED [error] the loss went from 18.58 to 4.176 in 200 steps without reaching "
-        "0.8434; likely: the loss fell but too slowly (the KL term and the sampling noise put a "
-        "floor under the loss)",
-}
+KNOWN_FALSE_ALARMS = {}

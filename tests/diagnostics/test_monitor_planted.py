@@ -173,6 +173,51 @@ def test_parameters_left_out_of_the_optimizer(fw):
     assert finding.evidence["parameters"] == ["0.weight", "0.bias"]
 
 
+def _sparse_embedding_run(fw, *, optimizer_of):
+    """Vocabulary 100,000 x 16 (1.6M entries, its update measured on 16,384 of them) and 4
+    words per batch: the sampled entries almost never get a gradient."""
+    nn = fw.nn
+
+    class Bag(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embedding = nn.Embedding(100_000, 16)
+            self.head = nn.Linear(16, 4)
+
+        def forward(self, words):
+            return self.head(self.embedding(words).sum(dim=1))
+    model = Bag()
+    optimizer = optimizer_of(model)
+    rng = np.random.default_rng(0)
+    with Monitor(model, optimizer) as monitor:      # default sampling
+        for _ in range(120):
+            words, labels = rng.integers(0, 100_000, (4, 1)), rng.integers(0, 4, 4)
+            optimizer.zero_grad()
+            loss = fw.F.cross_entropy(model(fw.labels(words)), fw.labels(labels))
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+    return monitor.report()
+
+
+def test_a_sparse_embedding_whose_sampled_entries_get_no_gradient_is_updating(fw):
+    """Its sampled entries do not move because no gradient reached them, not because the
+    optimizer skipped them: no PARAMS_NOT_UPDATING (before, an error at the first samples)."""
+    report = _sparse_embedding_run(fw, optimizer_of=lambda m: fw.optim.SGD(m.parameters(),
+                                                                            lr=0.1))
+    assert "PARAMS_NOT_UPDATING" not in report.codes()
+
+
+def test_a_large_dense_layer_left_out_of_the_optimizer_is_still_found(fw):
+    """A layer larger than the update sample whose gradient is dense: the sampled entries get
+    a gradient and do not move."""
+    model = mlp(fw, [FEATURES, 1200, 4])          # 19,200 weights: measured on a sample
+    optimizer = fw.optim.SGD(model[2].parameters(), lr=0.1)
+    report = train(fw, model, steps=12, optimizer=optimizer)
+    finding = next(f for f in report.findings if f.code == "PARAMS_NOT_UPDATING")
+    assert finding.evidence["parameters"] == ["0.weight", "0.bias"]
+
+
 def test_detach_in_the_middle_of_forward(fw):
     report = train(fw, detached_net(fw), steps=12)
     assert located(report, "NO_GRADIENT") == {"fc1": "warning"}

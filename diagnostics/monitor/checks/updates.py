@@ -18,7 +18,10 @@ def params_not_updating(view):
         rms = view.gradient_rms(param.name)
         if rms is None or not rms > floor:
             continue
-        pushed = [s for s in measured if param.name in s.updates and param.name in s.gradients]
+        # a step whose gradient missed every sampled entry (a sparse embedding gradient) is
+        # no evidence: those entries had nothing to move them
+        pushed = [s for s in measured if param.name in s.updates and param.name in s.gradients
+                  and s.sampled_gradients.get(param.name, 1.0) > 0]
         if len(pushed) >= 2 and all(s.updates[param.name].delta_norm == 0 for s in pushed):
             stuck.append((param, len(pushed)))
     evidence = min((count for _, count in stuck), default=0)

@@ -66,6 +66,15 @@ class Kernels(ABC):
         them: every k-th run of ``SAMPLE_BLOCK`` neighbours, spread over the whole tensor and
         cheap to read. Written into ``into`` when it fits."""
 
+    def samples_partly(self, tensor):
+        """Whether ``weight_sample`` takes only some of ``tensor``'s entries."""
+        return self._sample_stride(_numel(tensor)) is not None
+
+    @abstractmethod
+    def sample_norm(self, tensor):
+        """The norm of ``tensor`` over the entries ``weight_sample`` takes of a tensor of its
+        shape (a 0-d result): a parameter's gradient where its update is measured."""
+
     def weight_samples(self, params, *, into=None):
         """``weight_sample`` of each of ``params`` (a list of copies, in order), written into
         the list ``into`` when every one fits (a framework may fuse the copies)."""
@@ -276,6 +285,13 @@ class Kernels(ABC):
     def _saved_state(self, node):
         """Of one graph node: True if it holds saved tensors, False if backward freed them,
         None if it saved nothing."""
+
+
+def _numel(tensor):
+    total = 1
+    for size in tensor.shape:
+        total *= size
+    return total
 
 
 _NODE_OPS = {}   # node label -> its op (a graph walk meets the same few labels every step)

@@ -71,6 +71,10 @@ class MinigradKernels(Kernels):
             return into
         return entries.copy()
 
+    def sample_norm(self, tensor):
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.linalg.norm(np.asarray(self._sampled(tensor), dtype=np.float64))
+
     def update_statistics(self, param, before):
         now = self._sampled(param)
         with np.errstate(over="ignore", invalid="ignore"):

@@ -117,6 +117,9 @@ class TorchKernels(Kernels):
         self._views[id(param)] = (weakref.ref(param), pointer, param.shape, view)
         return view
 
+    def sample_norm(self, tensor):
+        return self.torch.linalg.vector_norm(self._reducible(self._sampled(tensor)))
+
     def update_statistics(self, param, before):
         now = self._reducible(self._sampled(param))
         delta = self._reducible(before).sub_(now)

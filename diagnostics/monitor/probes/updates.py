@@ -3,6 +3,9 @@
 A sample of the weights is copied when the iteration's first gradient arrives (before any
 optimizer steps: backward is still running), all parameters in one fused copy, and compared
 at the next model call, once the optimizer has stepped, for the parameters that got a gradient.
+A parameter larger than the sample also has its gradient's norm on the sampled entries taken
+(``Sample.sampled_gradients``): an embedding's sparse gradient may miss them all, and then an
+unmoved sample says nothing about the optimizer.
 """
 from ..history import update_column
 from ..records import UpdateRecord
@@ -19,6 +22,8 @@ class UpdatesProbe(Probe):
         self._arrived = set()     # names of the parameters with a gradient this iteration
         self._pending = []        # (sample, param, copy) waiting for the optimizer's step
         self._columns = [(param.name, update_column(param)) for param in self._trainable]
+        self._partly = {p.name for p in self._trainable
+                        if ctx.kernels.samples_partly(p.tensor)}   # sampled, not whole
 
     def attach(self):
         backend = self.ctx.backend
@@ -29,12 +34,20 @@ class UpdatesProbe(Probe):
         self._arrived = set()
 
     def _hook(self, name):
+        partly = name in self._partly
+
         def hook(grad):
-            if self.ctx.sample is not None and name not in self._arrived:
-                if not self._arrived:   # the first gradient: no optimizer has stepped yet
-                    self._copies = self.ctx.kernels.weight_samples(
-                        [p.tensor for p in self._trainable], into=self._copies)
-                self._arrived.add(name)
+            ctx = self.ctx
+            sample = ctx.sample
+            if sample is None or name in self._arrived:
+                return None
+            if not self._arrived:   # the first gradient: no optimizer has stepped yet
+                self._copies = ctx.kernels.weight_samples(
+                    [p.tensor for p in self._trainable], into=self._copies)
+            self._arrived.add(name)
+            if partly:
+                ctx.collector.add((ctx.kernels.sample_norm(grad),), lambda parts: (
+                    sample.sampled_gradients.__setitem__(name, parts[0])))
             return None
         return hook
 

@@ -128,32 +128,55 @@ class Prober:
         self.tolerance = Tolerance(settings.rtol, settings.atol)
         self.full_runs = set()   # names of targets measured on full runs only
         self.replay_agreed = set()   # names of targets whose replayed and full runs agreed
+        self.full_back = set()   # names of targets that took a step back on a full run (slope)
 
-    def slope(self, target, direction, analytic=None, *, confirm=True):
-        """The derivative along ``direction`` (any length the step should scale with)."""
-        replay = analytic is not None and target.name not in self.full_runs
-        losses = {}
-        slope = self._slope(target, direction, analytic, confirm, replay, losses)
-        if replay and slope.status != "ok" and target.name not in self.replay_agreed:
+    def slope(self, target, direction, analytic=None, *, confirm=True, losses=None):
+        """The derivative along ``direction`` (any length the step should scale with).
+
+        ``losses``: ``t -> loss`` along ``direction`` measured before (taken as they are), and
+        filled with the ones this measurement takes. A target not yet known to replay right
+        (see the module docstring) takes the backward step of its first measurement without
+        ``confirm`` that needs one on a full run: a replayed forward step that is off shows as
+        a spread between the one-sided slopes, so a mismatch whose one-sided slopes agree
+        (``estimate_slope``) needs no full run of its own to vouch for it."""
+        name = target.name
+        replay = name not in self.full_runs and (analytic is not None
+                                                 or name in self.replay_agreed)
+        losses = {} if losses is None else losses
+        back = (replay and not confirm and name not in self.replay_agreed
+                and name not in self.full_back and -self.settings.eps not in losses)
+        slope = self._slope(target, direction, analytic, confirm, replay, losses,
+                            full_back=back)
+        if back and -self.settings.eps in losses:
+            self.full_back.add(name)
+            if slope.status == "mismatch" and slope.evaluations == 2:
+                return slope
+        if replay and slope.status != "ok" and name not in self.replay_agreed:
             step = self.settings.eps
             full = self._loss(target, step * direction, replay=False)
             replayed = losses[step]
             if full == replayed or abs(full - replayed) <= 4 * ROUNDING * max(
                     abs(full), abs(replayed), 1e-300):
-                self.replay_agreed.add(target.name)
+                self.replay_agreed.add(name)
             else:
-                self.full_runs.add(target.name)
-                slope = self._slope(target, direction, analytic, confirm, False, {})
+                self.full_runs.add(name)
+                losses.clear()
+                slope = self._slope(target, direction, analytic, confirm, False, losses)
         return slope
 
     def _loss(self, target, delta, *, replay):
         return self.evaluator.loss(parameter=target.parameter, point=target.point, delta=delta,
                                    replay=replay)
 
-    def _slope(self, target, direction, analytic, confirm, replay, losses):
-        """``estimate_slope`` along ``direction``; ``losses``: filled with ``t -> loss``."""
+    def _slope(self, target, direction, analytic, confirm, replay, losses, *, full_back=False):
+        """``estimate_slope`` along ``direction``, taking the losses already in ``losses`` and
+        adding the ones it measures (``full_back``: the step back by ``eps`` on a full run)."""
+        back = -self.settings.eps
+
         def loss_at(t):
-            losses[t] = self._loss(target, t * direction, replay=replay)
+            if t not in losses:
+                losses[t] = self._loss(target, t * direction,
+                                       replay=replay and not (full_back and t == back))
             return losses[t]
 
         return estimate_slope(loss_at, self.loss_0, step=self.settings.eps,
@@ -189,23 +212,24 @@ class Prober:
             direction = self._direction(target.shape, support)
             analytic = float(np.vdot(target.analytic, direction))
             provisional = defer and not any(s.status == "kink" for s in slopes)
+            losses = {}
             slopes.append(self.slope(target, direction, analytic,
-                                     confirm=confirm and not provisional))
+                                     confirm=confirm and not provisional, losses=losses))
             if provisional and slopes[-1].status == "mismatch":
-                self.deferred[target.name] = (direction, analytic)
+                self.deferred[target.name] = (direction, analytic, losses)
             if len(slopes) == 1 and _tight(slopes[0]):
                 break
         return Probing([Round(tuple(slopes), confirm)])
 
     def confirm_round(self, target, probing, support=None):
         """A deferred ``probe`` (``probing``, one round): its mismatching direction measured
-        again with the smaller step, and the round taken on to ``CONFIRM`` mismatches, with
-        directions from a separate generator, so that confirming one tensor does not change
-        the directions drawn for the others; chunks, as in ``probe``, where it turns out
-        unchecked."""
-        direction, analytic = self.deferred.pop(target.name)
+        again with the smaller step (the losses it took are used again), and the round taken
+        on to ``CONFIRM`` mismatches, with directions from a separate generator, so that
+        confirming one tensor does not change the directions drawn for the others; chunks, as
+        in ``probe``, where it turns out unchecked."""
+        direction, analytic, losses = self.deferred.pop(target.name)
         slopes = list(probing.rounds[0].slopes[:-1])
-        slopes.append(self.slope(target, direction, analytic))
+        slopes.append(self.slope(target, direction, analytic, losses=losses))
         main, self.rng = self.rng, self.confirm_rng
         try:
             result = self.probe(target, support=support, slopes=slopes)

@@ -206,8 +206,7 @@ class _GradientCheck:
         target, support = self.targets[key], self.supports.get(key)
         cap = self.prober.settings.max_elements
         enough = max(1, cap // 2) if target.analytic.size > cap else None
-        return self.prober.elements(target, self.prober.suspects(target, support),
-                                    confirm=False, enough=enough)
+        return self.prober.suspect_elements(target, support, enough=enough)
 
     def _explain(self, birth):
         """Single elements and the pattern of the gradient that shows a culprit."""

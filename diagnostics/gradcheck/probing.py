@@ -26,6 +26,7 @@ CHUNKS = 8          # pieces a failing region is cut into when narrowing it down
 REFINE_ABOVE = 4    # narrow down while the failing region holds more than this x max_elements
 CONSEQUENCE_MISMATCHES = 4   # disagreeing elements enough to show a tensor wrong downstream
 TIGHT = 0.01        # a first direction this far inside the tolerance is enough (see probe)
+SAMPLE = 4          # elements of a large failing tensor checked before narrowing it down
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,11 @@ class Elements:
     def relative_errors(self):
         return np.array([0.0 if np.isnan(n) else relative_error(n, a)
                          for n, a in zip(self.numerical, self.analytical)])
+
+    def joined(self, other):
+        """These elements and ``other``'s, in that order."""
+        return Elements(*(np.concatenate([getattr(self, f), getattr(other, f)])
+                          for f in ("indices", "numerical", "analytical", "mismatched")))
 
     def worst(self):
         """Position in ``indices`` of the worst element, mismatched ones first (None if empty)."""
@@ -279,6 +285,35 @@ class Prober:
         count = min(self.settings.max_elements, size)
         indices = self.rng.choice(size, size=count, replace=False)
         return self.elements(target, indices, confirm=False, enough=CONSEQUENCE_MISMATCHES)
+
+    def suspect_elements(self, target, support=None, *, enough=None):
+        """Single elements (without ``confirm``) of a failing tensor, at most ``max_elements``,
+        drawn from the chunks that fail (``suspects``); ``enough`` as in ``elements``.
+
+        Where the tensor is cut into chunks at all, ``SAMPLE`` random elements of it come
+        first: when half of them or more disagree, the error is spread over it, and the rest
+        are drawn from the whole tensor too, without the chunks' directional probes (a
+        cost, not a verdict: the verdict comes from directional probes). An error confined
+        to a share ``f`` of the elements passes for spread with a chance of about ``6 f**2``;
+        its elements are then drawn at random, and fewer of them show it.
+        """
+        cap = self.settings.max_elements
+        pool = np.arange(target.analytic.size) if support is None else np.asarray(support)
+        if len(pool) <= REFINE_ABOVE * cap:
+            return self.elements(target, self.suspects(target, support), confirm=False,
+                                 enough=enough)
+        drawn = self.rng.choice(pool, size=cap, replace=False)
+        sample = self.elements(target, drawn[:SAMPLE], confirm=False, enough=enough)
+        found = int(sample.mismatched.sum())
+        if enough is not None and found >= enough:
+            return sample
+        left = None if enough is None else enough - found
+        if 2 * found >= SAMPLE:
+            rest = drawn[SAMPLE:]
+        else:
+            rest = np.setdiff1d(self.suspects(target, support), sample.indices)
+            rest = rest[:cap - len(sample.indices)]
+        return sample.joined(self.elements(target, rest, confirm=False, enough=left))
 
     def suspects(self, target, support=None):
         """At most ``max_elements`` flat indices (from ``support`` when given), drawn from the

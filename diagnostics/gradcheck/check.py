@@ -223,15 +223,16 @@ class _GradientCheck:
         if complete:
             numerical = np.empty(target.analytic.size)
             numerical[elements.indices] = elements.numerical
-            true_slope = _exact_slope(numerical.reshape(target.shape))
+            true_slope, measured = _exact_slope(numerical.reshape(target.shape)), ()
         else:
             true_slope = self.prober.true_slope(target, support)
+            measured = self.prober.along_support(target, support)
         jacobian = self._jacobian_product(target.point) if birth.path == INPUT else None
         if jacobian is not None and support is not None:
             jacobian = jacobian.reshape(-1)[support]
         self.patterns[key] = classify(analytic, true_slope, rng=self.prober.rng,
                                       batch_size=self.batch.batch_size,
-                                      jacobian_product=jacobian)
+                                      jacobian_product=jacobian, measured=measured)
 
     def _jacobian_product(self, point):
         """``J @ grad_output`` of ``point``'s module call, when it maps one tensor to one of the

@@ -135,6 +135,7 @@ class Prober:
         self.full_runs = set()   # names of targets measured on full runs only
         self.replay_agreed = set()   # names of targets whose replayed and full runs agreed
         self.full_back = set()   # names of targets that took a step back on a full run (slope)
+        self.measured = {}   # target name -> [(direction, true derivative)] (_remember)
 
     def slope(self, target, direction, analytic=None, *, confirm=True, losses=None):
         """The derivative along ``direction`` (any length the step should scale with).
@@ -221,6 +222,7 @@ class Prober:
             losses = {}
             slopes.append(self.slope(target, direction, analytic,
                                      confirm=confirm and not provisional, losses=losses))
+            self._remember(target, direction, slopes[-1])
             if provisional and slopes[-1].status == "mismatch":
                 self.deferred[target.name] = (direction, analytic, losses)
             if len(slopes) == 1 and _tight(slopes[0]):
@@ -236,6 +238,7 @@ class Prober:
         direction, analytic, losses = self.deferred.pop(target.name)
         slopes = list(probing.rounds[0].slopes[:-1])
         slopes.append(self.slope(target, direction, analytic, losses=losses))
+        self._remember(target, direction, slopes[-1])
         main, self.rng = self.rng, self.confirm_rng
         try:
             result = self.probe(target, support=support, slopes=slopes)
@@ -244,6 +247,14 @@ class Prober:
         finally:
             self.rng = main
         return result
+
+    def _remember(self, target, direction, slope):
+        """Keep a mismatch that the smaller step vouched for (``estimate_slope``: the
+        difference did not move when the step shrank): its value is the true derivative."""
+        kept = self.measured.setdefault(target.name, [])
+        if (slope.status == "mismatch" and slope.evaluations == 4
+                and not any(d is direction for d, _ in kept)):
+            kept.append((direction, slope.value))
 
     def probe_chunks(self, target, support=None):
         """One round on each of ``CHUNKS`` pieces (of ``support``): a tensor whose probes
@@ -340,6 +351,19 @@ class Prober:
         pool = np.concatenate(regions)
         chosen = pool if len(pool) <= cap else self.rng.choice(pool, size=cap, replace=False)
         return np.sort(chosen)
+
+    def along_support(self, target, support=None):
+        """``(u, <true gradient, u>)`` along the random directions measured on the whole of
+        ``support`` (every element of it moved) with a central difference, ``u`` as
+        ``true_slope`` takes it (the values at ``support`` only, when given)."""
+        size = target.analytic.size if support is None else len(support)
+        pairs = []
+        for direction, value in self.measured.get(target.name, ()):
+            flat = direction.reshape(-1)
+            if np.count_nonzero(flat) != size:
+                continue      # a chunk's direction, or an element's
+            pairs.append((direction if support is None else flat[support], value))
+        return pairs
 
     def true_slope(self, target, support=None):
         """``along(w)``: the true gradient's inner product with ``w`` (None at a kink); with

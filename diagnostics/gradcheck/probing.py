@@ -143,33 +143,57 @@ class Prober:
         ``losses``: ``t -> loss`` along ``direction`` measured before (taken as they are), and
         filled with the ones this measurement takes. A target not yet known to replay right
         (see the module docstring) takes the backward step of its first measurement without
-        ``confirm`` that needs one on a full run: a replayed forward step that is off shows as
-        a spread between the one-sided slopes, so a mismatch whose one-sided slopes agree
-        (``estimate_slope``) needs no full run of its own to vouch for it."""
-        name = target.name
+        ``confirm`` that needs one on a full run, which can vouch for the replayed forward
+        step (see ``_vouched``); where it cannot, the forward step is taken again on a full
+        run as for any target, and the slope is measured from the two full runs.
+        """
+        name, step = target.name, self.settings.eps
         replay = name not in self.full_runs and (analytic is not None
                                                  or name in self.replay_agreed)
         losses = {} if losses is None else losses
         back = (replay and not confirm and name not in self.replay_agreed
-                and name not in self.full_back and -self.settings.eps not in losses)
+                and name not in self.full_back and -step not in losses)
         slope = self._slope(target, direction, analytic, confirm, replay, losses,
                             full_back=back)
-        if back and -self.settings.eps in losses:
+        back = back and -step in losses
+        if back:
             self.full_back.add(name)
-            if slope.status == "mismatch" and slope.evaluations == 2:
+            if self._vouched(slope, losses):
                 return slope
         if replay and slope.status != "ok" and name not in self.replay_agreed:
-            step = self.settings.eps
             full = self._loss(target, step * direction, replay=False)
             replayed = losses[step]
             if full == replayed or abs(full - replayed) <= 4 * ROUNDING * max(
                     abs(full), abs(replayed), 1e-300):
                 self.replay_agreed.add(name)
+                if not back:
+                    return slope
             else:
                 self.full_runs.add(name)
+                kept = {-step: losses[-step]} if back else {}
                 losses.clear()
-                slope = self._slope(target, direction, analytic, confirm, False, losses)
+                losses.update(kept)
+                replay = False
+            losses[step] = full
+            slope = self._slope(target, direction, analytic, confirm, replay, losses)
         return slope
+
+    def _vouched(self, slope, losses):
+        """Whether a mismatch measured from a replayed step forward and a full step back holds
+        whatever the replayed run is off by. Say it is off by ``D``: the one-sided slopes then
+        differ by ``D / eps`` more, and the central difference is off by ``D / (2 eps)``.
+        ``estimate_slope`` took the mismatch (2 runs) because the one-sided slopes agree within
+        their rounding bound ``4 r / eps`` (``r`` the rounding of one loss) plus a tenth of the
+        disagreement; it holds when the disagreement also exceeds ``4 r / eps``: a right
+        gradient, whose disagreement would be ``|D| / (2 eps)``, would need ``|D| <= 4.2 r``
+        and ``|D| > 8 r`` at once. A wrong one stays a mismatch, its value off by at most
+        about a twentieth of its error."""
+        if slope.status != "mismatch" or slope.evaluations != 2:
+            return False
+        step = self.settings.eps
+        rounding = ROUNDING * max(abs(self.loss_0), abs(losses[step]), abs(losses[-step]),
+                                  1e-300)
+        return abs(slope.value - slope.analytic) > 4 * rounding / step
 
     def _loss(self, target, delta, *, replay):
         return self.evaluator.loss(parameter=target.parameter, point=target.point, delta=delta,

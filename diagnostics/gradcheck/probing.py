@@ -3,8 +3,9 @@
 A *target* is a tensor whose analytic gradient is known and which a run can move: a parameter,
 or a point at a module boundary. ``Prober.probe`` compares directional derivatives along random
 Gaussian directions (unit length, so every element has weight and one derivative costs two
-runs whatever the size); ``Prober.suspects`` narrows a failing tensor down to the chunks that
-fail; ``Prober.elements`` checks single elements; ``Prober.true_slope`` measures the true
+runs whatever the size); ``Prober.suspect_elements`` checks single elements of a failing
+tensor, narrowed down by ``Prober.suspects`` to the chunks that fail where the error is not
+spread; ``Prober.elements`` checks single elements; ``Prober.true_slope`` measures the true
 gradient along any direction, for the pattern classifier.
 
 Derivatives compared with the backward pass start with a forward difference (see ``kinks``)
@@ -12,7 +13,10 @@ and are measured on replayed runs (only the modules from the target on are compu
 ``replay.py``). When the first one of a target does not agree, its first step is taken again
 on a full run: if the two losses differ by more than rounding, the target is measured on full
 runs from then on (that derivative included), so a model that replay does not fit costs time
-but never changes a verdict.
+but never changes a verdict. A first derivative measured without ``confirm`` (a deferred probe,
+a detail of a tensor known wrong) takes its step back on a full run instead: where it shows a
+clear mismatch, that full run vouches for the replayed step (``Prober._vouched``), and a tensor
+wrong only as a consequence costs two runs, not three.
 """
 from dataclasses import dataclass, field
 

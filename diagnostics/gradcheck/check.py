@@ -199,18 +199,18 @@ class _GradientCheck:
         return status
 
     def _suspect_elements(self, key):
-        """Single elements of the tensor that shows a culprit. A tensor larger than
-        ``max_elements`` stops at half of them disagreeing: they make the evidence (the pattern
-        is read from directional probes then, not from the elements); a smaller one is checked
-        whole, which lets ``_explain`` read the exact gradient off it."""
+        """Single elements of the tensor that shows a culprit (``Prober.suspect_elements``).
+        A tensor larger than ``max_elements`` stops at half of them disagreeing: they make the
+        evidence (the pattern is read from directional probes then, not from the elements); a
+        smaller one is checked whole, which lets ``_explain`` read the exact gradient off it."""
         target, support = self.targets[key], self.supports.get(key)
         cap = self.prober.settings.max_elements
         enough = max(1, cap // 2) if target.analytic.size > cap else None
-        return self.prober.elements(target, self.prober.suspects(target, support),
-                                    confirm=False, enough=enough)
+        return self.prober.suspect_elements(target, support, enough=enough)
 
     def _explain(self, birth):
-        """Single elements and the pattern of the gradient that shows a culprit."""
+        """Single elements and the pattern of the gradient that shows a culprit; the pattern
+        starts from the directions its probes measured already (``Prober.along_support``)."""
         key = birth.evidence
         if key not in self.elements:
             self.elements[key] = self._suspect_elements(key)
@@ -224,15 +224,16 @@ class _GradientCheck:
         if complete:
             numerical = np.empty(target.analytic.size)
             numerical[elements.indices] = elements.numerical
-            true_slope = _exact_slope(numerical.reshape(target.shape))
+            true_slope, measured = _exact_slope(numerical.reshape(target.shape)), ()
         else:
             true_slope = self.prober.true_slope(target, support)
+            measured = self.prober.along_support(target, support)
         jacobian = self._jacobian_product(target.point) if birth.path == INPUT else None
         if jacobian is not None and support is not None:
             jacobian = jacobian.reshape(-1)[support]
         self.patterns[key] = classify(analytic, true_slope, rng=self.prober.rng,
                                       batch_size=self.batch.batch_size,
-                                      jacobian_product=jacobian)
+                                      jacobian_product=jacobian, measured=measured)
 
     def _jacobian_product(self, point):
         """``J @ grad_output`` of ``point``'s module call, when it maps one tensor to one of the

@@ -3,8 +3,9 @@
 A *target* is a tensor whose analytic gradient is known and which a run can move: a parameter,
 or a point at a module boundary. ``Prober.probe`` compares directional derivatives along random
 Gaussian directions (unit length, so every element has weight and one derivative costs two
-runs whatever the size); ``Prober.suspects`` narrows a failing tensor down to the chunks that
-fail; ``Prober.elements`` checks single elements; ``Prober.true_slope`` measures the true
+runs whatever the size); ``Prober.suspect_elements`` checks single elements of a failing
+tensor, narrowed down by ``Prober.suspects`` to the chunks that fail where the error is not
+spread; ``Prober.elements`` checks single elements; ``Prober.true_slope`` measures the true
 gradient along any direction, for the pattern classifier.
 
 Derivatives compared with the backward pass start with a forward difference (see ``kinks``)
@@ -12,7 +13,10 @@ and are measured on replayed runs (only the modules from the target on are compu
 ``replay.py``). When the first one of a target does not agree, its first step is taken again
 on a full run: if the two losses differ by more than rounding, the target is measured on full
 runs from then on (that derivative included), so a model that replay does not fit costs time
-but never changes a verdict.
+but never changes a verdict. A first derivative measured without ``confirm`` (a deferred probe,
+a detail of a tensor known wrong) takes its step back on a full run instead: where it shows a
+clear mismatch, that full run vouches for the replayed step (``Prober._vouched``), and a tensor
+wrong only as a consequence costs two runs, not three.
 """
 from dataclasses import dataclass, field
 
@@ -26,6 +30,7 @@ CHUNKS = 8          # pieces a failing region is cut into when narrowing it down
 REFINE_ABOVE = 4    # narrow down while the failing region holds more than this x max_elements
 CONSEQUENCE_MISMATCHES = 4   # disagreeing elements enough to show a tensor wrong downstream
 TIGHT = 0.01        # a first direction this far inside the tolerance is enough (see probe)
+SAMPLE = 4          # elements of a large failing tensor checked before narrowing it down
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,11 @@ class Elements:
         return np.array([0.0 if np.isnan(n) else relative_error(n, a)
                          for n, a in zip(self.numerical, self.analytical)])
 
+    def joined(self, other):
+        """These elements and ``other``'s, in that order."""
+        return Elements(*(np.concatenate([getattr(self, f), getattr(other, f)])
+                          for f in ("indices", "numerical", "analytical", "mismatched")))
+
     def worst(self):
         """Position in ``indices`` of the worst element, mismatched ones first (None if empty)."""
         if len(self.indices) == 0:
@@ -128,32 +138,80 @@ class Prober:
         self.tolerance = Tolerance(settings.rtol, settings.atol)
         self.full_runs = set()   # names of targets measured on full runs only
         self.replay_agreed = set()   # names of targets whose replayed and full runs agreed
+        self.full_back = set()   # names of targets that took a step back on a full run (slope)
+        self.measured = {}   # target name -> [(direction, true derivative)] (_remember)
 
-    def slope(self, target, direction, analytic=None, *, confirm=True):
-        """The derivative along ``direction`` (any length the step should scale with)."""
-        replay = analytic is not None and target.name not in self.full_runs
-        losses = {}
-        slope = self._slope(target, direction, analytic, confirm, replay, losses)
-        if replay and slope.status != "ok" and target.name not in self.replay_agreed:
-            step = self.settings.eps
+    def slope(self, target, direction, analytic=None, *, confirm=True, losses=None):
+        """The derivative along ``direction`` (any length the step should scale with).
+
+        ``losses``: ``t -> loss`` along ``direction`` measured before (taken as they are), and
+        filled with the ones this measurement takes. A target not yet known to replay right
+        (see the module docstring) takes the backward step of its first measurement without
+        ``confirm`` that needs one on a full run, which can vouch for the replayed forward
+        step (see ``_vouched``); where it cannot, the forward step is taken again on a full
+        run as for any target, and the slope is measured from the two full runs.
+        """
+        name, step = target.name, self.settings.eps
+        replay = name not in self.full_runs and (analytic is not None
+                                                 or name in self.replay_agreed)
+        losses = {} if losses is None else losses
+        back = (replay and not confirm and name not in self.replay_agreed
+                and name not in self.full_back and -step not in losses)
+        slope = self._slope(target, direction, analytic, confirm, replay, losses,
+                            full_back=back)
+        back = back and -step in losses
+        if back:
+            self.full_back.add(name)
+            if self._vouched(slope, losses):
+                return slope
+        if replay and slope.status != "ok" and name not in self.replay_agreed:
             full = self._loss(target, step * direction, replay=False)
             replayed = losses[step]
             if full == replayed or abs(full - replayed) <= 4 * ROUNDING * max(
                     abs(full), abs(replayed), 1e-300):
-                self.replay_agreed.add(target.name)
+                self.replay_agreed.add(name)
+                if not back:
+                    return slope
             else:
-                self.full_runs.add(target.name)
-                slope = self._slope(target, direction, analytic, confirm, False, {})
+                self.full_runs.add(name)
+                kept = {-step: losses[-step]} if back else {}
+                losses.clear()
+                losses.update(kept)
+                replay = False
+            losses[step] = full
+            slope = self._slope(target, direction, analytic, confirm, replay, losses)
         return slope
+
+    def _vouched(self, slope, losses):
+        """Whether a mismatch measured from a replayed step forward and a full step back holds
+        whatever the replayed run is off by. Say it is off by ``D``: the one-sided slopes then
+        differ by ``D / eps`` more, and the central difference is off by ``D / (2 eps)``.
+        ``estimate_slope`` took the mismatch (2 runs) because the one-sided slopes agree within
+        their rounding bound ``4 r / eps`` (``r`` the rounding of one loss) plus a tenth of the
+        disagreement; it holds when the disagreement also exceeds ``4 r / eps``: a right
+        gradient, whose disagreement would be ``|D| / (2 eps)``, would need ``|D| <= 4.2 r``
+        and ``|D| > 8 r`` at once. A wrong one stays a mismatch, its value off by at most
+        about a twentieth of its error."""
+        if slope.status != "mismatch" or slope.evaluations != 2:
+            return False
+        step = self.settings.eps
+        rounding = ROUNDING * max(abs(self.loss_0), abs(losses[step]), abs(losses[-step]),
+                                  1e-300)
+        return abs(slope.value - slope.analytic) > 4 * rounding / step
 
     def _loss(self, target, delta, *, replay):
         return self.evaluator.loss(parameter=target.parameter, point=target.point, delta=delta,
                                    replay=replay)
 
-    def _slope(self, target, direction, analytic, confirm, replay, losses):
-        """``estimate_slope`` along ``direction``; ``losses``: filled with ``t -> loss``."""
+    def _slope(self, target, direction, analytic, confirm, replay, losses, *, full_back=False):
+        """``estimate_slope`` along ``direction``, taking the losses already in ``losses`` and
+        adding the ones it measures (``full_back``: the step back by ``eps`` on a full run)."""
+        back = -self.settings.eps
+
         def loss_at(t):
-            losses[t] = self._loss(target, t * direction, replay=replay)
+            if t not in losses:
+                losses[t] = self._loss(target, t * direction,
+                                       replay=replay and not (full_back and t == back))
             return losses[t]
 
         return estimate_slope(loss_at, self.loss_0, step=self.settings.eps,
@@ -189,23 +247,26 @@ class Prober:
             direction = self._direction(target.shape, support)
             analytic = float(np.vdot(target.analytic, direction))
             provisional = defer and not any(s.status == "kink" for s in slopes)
+            losses = {}
             slopes.append(self.slope(target, direction, analytic,
-                                     confirm=confirm and not provisional))
+                                     confirm=confirm and not provisional, losses=losses))
+            self._remember(target, direction, slopes[-1])
             if provisional and slopes[-1].status == "mismatch":
-                self.deferred[target.name] = (direction, analytic)
+                self.deferred[target.name] = (direction, analytic, losses)
             if len(slopes) == 1 and _tight(slopes[0]):
                 break
         return Probing([Round(tuple(slopes), confirm)])
 
     def confirm_round(self, target, probing, support=None):
         """A deferred ``probe`` (``probing``, one round): its mismatching direction measured
-        again with the smaller step, and the round taken on to ``CONFIRM`` mismatches, with
-        directions from a separate generator, so that confirming one tensor does not change
-        the directions drawn for the others; chunks, as in ``probe``, where it turns out
-        unchecked."""
-        direction, analytic = self.deferred.pop(target.name)
+        again with the smaller step (the losses it took are used again), and the round taken
+        on to ``CONFIRM`` mismatches, with directions from a separate generator, so that
+        confirming one tensor does not change the directions drawn for the others; chunks, as
+        in ``probe``, where it turns out unchecked."""
+        direction, analytic, losses = self.deferred.pop(target.name)
         slopes = list(probing.rounds[0].slopes[:-1])
-        slopes.append(self.slope(target, direction, analytic))
+        slopes.append(self.slope(target, direction, analytic, losses=losses))
+        self._remember(target, direction, slopes[-1])
         main, self.rng = self.rng, self.confirm_rng
         try:
             result = self.probe(target, support=support, slopes=slopes)
@@ -214,6 +275,14 @@ class Prober:
         finally:
             self.rng = main
         return result
+
+    def _remember(self, target, direction, slope):
+        """Keep a mismatch that the smaller step vouched for (``estimate_slope``: the
+        difference did not move when the step shrank): its value is the true derivative."""
+        kept = self.measured.setdefault(target.name, [])
+        if (slope.status == "mismatch" and slope.evaluations == 4
+                and not any(d is direction for d, _ in kept)):
+            kept.append((direction, slope.value))
 
     def probe_chunks(self, target, support=None):
         """One round on each of ``CHUNKS`` pieces (of ``support``): a tensor whose probes
@@ -256,6 +325,35 @@ class Prober:
         indices = self.rng.choice(size, size=count, replace=False)
         return self.elements(target, indices, confirm=False, enough=CONSEQUENCE_MISMATCHES)
 
+    def suspect_elements(self, target, support=None, *, enough=None):
+        """Single elements (without ``confirm``) of a failing tensor, at most ``max_elements``,
+        drawn from the chunks that fail (``suspects``); ``enough`` as in ``elements``.
+
+        Where the tensor is cut into chunks at all, ``SAMPLE`` random elements of it come
+        first: when half of them or more disagree, the error is spread over it, and the rest
+        are drawn from the whole tensor too, without the chunks' directional probes (a
+        cost, not a verdict: the verdict comes from directional probes). An error confined
+        to a share ``f`` of the elements passes for spread with a chance of about ``6 f**2``;
+        its elements are then drawn at random, and fewer of them show it.
+        """
+        cap = self.settings.max_elements
+        pool = np.arange(target.analytic.size) if support is None else np.asarray(support)
+        if len(pool) <= REFINE_ABOVE * cap:
+            return self.elements(target, self.suspects(target, support), confirm=False,
+                                 enough=enough)
+        drawn = self.rng.choice(pool, size=cap, replace=False)
+        sample = self.elements(target, drawn[:SAMPLE], confirm=False, enough=enough)
+        found = int(sample.mismatched.sum())
+        if enough is not None and found >= enough:
+            return sample
+        left = None if enough is None else enough - found
+        if 2 * found >= SAMPLE:
+            rest = drawn[SAMPLE:]
+        else:
+            rest = np.setdiff1d(self.suspects(target, support), sample.indices)
+            rest = rest[:cap - len(sample.indices)]
+        return sample.joined(self.elements(target, rest, confirm=False, enough=left))
+
     def suspects(self, target, support=None):
         """At most ``max_elements`` flat indices (from ``support`` when given), drawn from the
         chunks of ``target`` that fail.
@@ -281,6 +379,19 @@ class Prober:
         pool = np.concatenate(regions)
         chosen = pool if len(pool) <= cap else self.rng.choice(pool, size=cap, replace=False)
         return np.sort(chosen)
+
+    def along_support(self, target, support=None):
+        """``(u, <true gradient, u>)`` along the random directions measured on the whole of
+        ``support`` (every element of it moved) with a central difference, ``u`` as
+        ``true_slope`` takes it (the values at ``support`` only, when given)."""
+        size = target.analytic.size if support is None else len(support)
+        pairs = []
+        for direction, value in self.measured.get(target.name, ()):
+            flat = direction.reshape(-1)
+            if np.count_nonzero(flat) != size:
+                continue      # a chunk's direction, or an element's
+            pairs.append((direction if support is None else flat[support], value))
+        return pairs
 
     def true_slope(self, target, support=None):
         """``along(w)``: the true gradient's inner product with ``w`` (None at a kink); with

@@ -100,6 +100,41 @@ def test_last_row_bug_in_a_large_weight_is_found_and_narrowed_down(framework):
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("bug, narrowed", [("weight_transpose", False),
+                                           ("weight_last_row", True)])
+def test_only_an_error_confined_to_part_of_a_large_tensor_is_narrowed_down(framework, bug,
+                                                                          narrowed,
+                                                                          monkeypatch):
+    """4 random elements first: a transposed weight is wrong nearly everywhere, so they
+    disagree and the rest are drawn at random, without the chunks' directional probes; a
+    wrong last row hides from them, and the chunks narrow the region down to it."""
+    import torch
+
+    import minigrad
+    from diagnostics.gradcheck.probing import Prober
+
+    from .gradcheck_models import _layers
+
+    calls = []
+    suspects = Prober.suspects
+    monkeypatch.setattr(Prober, "suspects",
+                        lambda self, *args, **kw: calls.append(1) or suspects(self, *args, **kw))
+    layers = _layers(framework)
+    nn = torch.nn if framework == "torch" else minigrad.nn
+    (torch.manual_seed if framework == "torch" else minigrad.manual_seed)(0)
+    model = nn.Sequential(nn.Linear(10, 40), nn.Tanh(), layers["PlantedLinear"](40, 40, bug),
+                          nn.Tanh(), nn.Linear(40, 3))
+    rng = np.random.default_rng(0)
+    loss = torch.nn.CrossEntropyLoss() if framework == "torch" else minigrad.nn.CrossEntropyLoss()
+    report = check_gradients(model, loss, rng.standard_normal((6, 10)), rng.integers(0, 3, 6),
+                             max_elements=16)
+    assert report.faulty == ["2.weight"] and report.culprits == ["2"]
+    assert bool(calls) == narrowed
+    check = report.parameters["2.weight"]
+    assert check.elements_mismatched == 8 and check.elements_checked <= 16
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_full_mode_checks_every_element(framework):
     report = check_gradients(*build(framework, "mlp", bug="weight_transpose"), mode="full")
     assert report.culprits == ["2"] and report.faulty == ["2.weight"]

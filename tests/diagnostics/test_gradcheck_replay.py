@@ -8,7 +8,7 @@ be judged right; probes that start with a forward difference keep the verdicts o
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import minigrad
@@ -197,3 +197,59 @@ def test_forward_first_sees_the_slope_past_a_kink_behind_the_point(offset):
 def test_forward_first_at_a_kink_is_never_a_mismatch(analytic):
     relu_sum = lambda t: max(t, 0.0) + max(-2 * t, 0.0) + 0.3 * t
     assert _slope(relu_sum, analytic, forward_first=True)[0].status in ("kink", "ok")
+
+
+# ------------------------------------------------- a full step back vouches
+class _OneTensor:
+    """An evaluator of ``loss(t) = base + slope * t + curvature * t**2`` along one element,
+    whose replayed runs are off by ``off``; counts the runs of each kind."""
+
+    def __init__(self, base, slope, curvature, off):
+        self.base, self.slope, self.curvature, self.off = base, slope, curvature, off
+        self.runs = {True: 0, False: 0}
+
+    def loss(self, *, parameter=None, point=None, delta=None, replay=False):
+        self.runs[replay] += 1
+        t = float(delta.reshape(-1)[0])
+        return (self.base + self.slope * t + self.curvature * t * t
+                + (self.off if replay else 0.0))
+
+
+def _prober(evaluator):
+    from diagnostics.gradcheck.probing import Prober
+    from diagnostics.gradcheck.settings import Settings
+
+    return Prober(evaluator, Settings(), evaluator.base)
+
+
+@example(base=1.0, slope=0.0, curvature=0.0, rounding_units=4.0, large=False)
+@given(base=st.floats(0.1, 10), slope=st.floats(-1e-5, 1e-5) | st.floats(-1, 1),
+       curvature=st.floats(-1e-3, 1e-3) | st.floats(-10, 10),
+       rounding_units=st.floats(-8, 8) | st.floats(-40, 40), large=st.booleans())
+def test_a_replayed_run_that_is_off_never_makes_a_right_gradient_a_mismatch(
+        base, slope, curvature, rounding_units, large):
+    """Replayed runs off by anything from a few roundings of the loss (where the one-sided
+    slopes of a small gradient, one replayed and one full, agree as closely as rounding
+    allows, yet their mean misses the gradient) to far more: a right gradient is never
+    called wrong, whatever the first measurement without confirm takes."""
+    from diagnostics.gradcheck.kinks import ROUNDING
+    from diagnostics.gradcheck.probing import Target
+
+    off = rounding_units * ROUNDING * base * (1e6 if large else 1.0)
+    evaluator = _OneTensor(base, slope, curvature, off)
+    target = Target("w", np.array([slope]), parameter="w")
+    measured = _prober(evaluator).slope(target, np.array([1.0]), slope, confirm=False)
+    assert measured.status != "mismatch"
+
+
+@given(base=st.floats(0.1, 10), slope=st.floats(-1, 1), error=st.floats(0.01, 1))
+def test_a_wrong_gradient_costs_one_replayed_run_and_one_full_run(base, slope, error):
+    """The full step back vouches for the replayed step forward: no third run."""
+    from diagnostics.gradcheck.probing import Target
+
+    evaluator = _OneTensor(base, slope, 0.5, 0.0)
+    wrong = slope + error * max(1.0, abs(slope))
+    target = Target("w", np.array([wrong]), parameter="w")
+    measured = _prober(evaluator).slope(target, np.array([1.0]), wrong, confirm=False)
+    assert measured.status == "mismatch"
+    assert evaluator.runs == {True: 1, False: 1}

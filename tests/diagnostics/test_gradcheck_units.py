@@ -85,6 +85,39 @@ def test_unrelated_gradients_are_unexplained(data, shape):
     assert classify_arrays(true, other).kind == "unexplained"
 
 
+SPOILERS = {"sign flip": lambda t: -t, "scale": lambda t: 2.5 * t, "transpose": np.transpose,
+            "zeroed": lambda t: np.where(np.arange(t.size).reshape(t.shape) % 3 == 0, 0.0, t),
+            "unexplained": lambda t: t + np.cos(np.arange(t.size).reshape(t.shape))}
+
+
+@given(data=st.data(), side=st.integers(2, 5), kind=st.sampled_from(sorted(SPOILERS)),
+       known=st.integers(0, 3), seed=st.integers(0, 1000))
+def test_directions_measured_already_give_the_same_pattern_at_no_cost(data, side, kind, known,
+                                                                      seed):
+    """A check's directional probes (random unit directions with their true slopes) are the
+    classifier's first directions: the pattern is the same as with fresh ones, and the true
+    gradient is never measured again along them (nor along a multiple of them)."""
+    from diagnostics.gradcheck.patterns import classify
+
+    true = data.draw(_numerical((side, side)))
+    analytic = SPOILERS[kind](true)
+    rng = np.random.default_rng(seed)
+    directions = [u / np.linalg.norm(u) for u in rng.standard_normal((known, side, side))]
+    asked = []
+
+    def true_slope(w):
+        asked.append(w)
+        return float(np.vdot(true, w))
+
+    pattern = classify(analytic, true_slope, rng=np.random.default_rng(seed + 1),
+                       measured=[(u, float(np.vdot(true, u))) for u in directions])
+    assert pattern.kind == kind == classify_arrays(true, analytic, seed=seed).kind
+    for w in asked:
+        for u in directions:
+            c = float(np.vdot(w, u))
+            assert not np.allclose(w, c * u, rtol=0, atol=1e-9 * np.abs(w).max())
+
+
 def test_pattern_text_and_kinds():
     assert str(Pattern("scale", 0.5)) == "scale (factor 0.5 = 1/2)"
     assert str(Pattern("sign flip", -1.0)) == "sign flip (factor -1)"

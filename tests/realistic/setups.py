@@ -1272,6 +1272,33 @@ def vae(seed):
                  "a VAE (reparameterised z, reconstruction + KL) learns the 2-D manifold")
 
 
+class WordBag(nn.Module):
+    """fastText-style: the mean of the words' embeddings, then a linear classifier."""
+
+    def __init__(self, vocab, width, classes):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, width)
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, words):
+        return self.head(self.embedding(words).mean(dim=1))
+
+
+def large_vocabulary(seed, vocab=20_000, topics=64, n=256):
+    """Three words per text from a 20,000-word vocabulary; the label is the class of its
+    first word, one of 64 topic words. A batch of 4 texts touches 12 of 20,000 embedding
+    rows: a sparse gradient, and an update measured on a sample of the rows."""
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    first = torch.randint(0, topics, (n, 1), generator=g)
+    words = torch.cat([first, torch.randint(topics, vocab, (n, 2), generator=g)], dim=1)
+    model = WordBag(vocab, 16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=2.0)
+    return Setup("large_vocabulary", "torch", model, optimizer, F.cross_entropy,
+                 _plain_step(F.cross_entropy), _cycle(words, first[:, 0] % 4, 4), 400,
+                 _fell(0.6), "a 20,000-word embedding seen 12 words at a time (SGD)", classes=4)
+
+
 TORCH_SETUPS = {f.__name__: f for f in (
     adam_mlp, adamw_weight_decay, onecycle_warmup, cosine_schedule, amp_bf16, amp_fp16_scaler,
     amp_fp16_scaler_clip, amp_fp16_scaler_skips, transformer_warmup_plateau,
@@ -1280,7 +1307,8 @@ TORCH_SETUPS = {f.__name__: f for f in (
     gradient_accumulation, long_convergence, causal_lm, shared_relu, inplace_relu,
     label_smoothing, bce_logits_float_targets, focal_loss, vit_patches, lstm_tbptt,
     mixture_of_experts, ema_weights, gradient_checkpointing, frozen_requires_grad,
-    bf16_weights_adam, relative_position_shift, gan_discriminator, gan_generator, vae)}
+    bf16_weights_adam, relative_position_shift, gan_discriminator, gan_generator, vae,
+    large_vocabulary)}
 MINIGRAD_SETUPS = {f.__name__: f for f in (
     mg_adam_mlp, mg_batchnorm_cosine, mg_shared_relu, mg_dict_output, mg_frozen_backbone,
     mg_long_convergence)}

@@ -9,7 +9,8 @@ work shares the cores). A fourth loop, "bare statistics", computes the same acti
 gradient reductions in plain hooks with nothing else (no transfer, records, checks or update
 sizes): the floor under every=1, whatever the bookkeeping costs. A fifth loop is the default
 with the opt-in per-step tier (``per_step_gradients=True``: the gradient norm at every step);
-its cost over the default is printed. A sixth loop is a lesson-style debugger: five
+its cost over the default is printed, and beside it its floor: one fused norm pass over the
+gradients, timed alone. A sixth loop is a lesson-style debugger: five
 ``.item()`` statistics (mean, std, min, max, fraction of zeros) of every layer's activation
 and of every parameter's gradient at every step, the way course notebooks watch a network
 train. Budgets (issue 14): Monitor(every=1) <= the debugger in the same run, the default <=
@@ -110,6 +111,16 @@ def _bare_loop(seed):
     return model, optimizer, _BareStatistics(model)
 
 
+def _norm_pass_seconds(model, repeats=200):
+    """The least the per-step tier can cost: ``torch._foreach_norm`` over the gradients."""
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    torch._foreach_norm(grads)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        torch._foreach_norm(grads)
+    return (time.perf_counter() - start) / repeats
+
+
 def _block(loop, batches):
     """Run the batches once; (wall-clock seconds, process CPU seconds)."""
     model, optimizer, monitor = loop
@@ -147,6 +158,7 @@ def main():
         names = names[index % len(names):] + names[:index % len(names)]   # rotate the order
         for name in names:
             times[name].append(_block(loops[name], batches))
+    floor = _norm_pass_seconds(loops["no monitor"][0])
     for _, _, monitor in loops.values():
         if monitor is not None:
             monitor.close()
@@ -165,6 +177,10 @@ def main():
     print(f"per-step tier: {(wall[tier] - wall[default]) / DEFAULT_EVERY * 1e6:.0f} us per "
           f"step over the default, ratio {wall[tier] / wall[default]:.3f} of the default "
           f"(CPU-time ratio {cpu[tier] / cpu[default]:.3f})")
+    print(f"per-step tier floor: one fused norm pass over the gradients alone takes "
+          f"{floor * 1e6:.0f} us, {floor / (wall[base] / DEFAULT_EVERY):.3f} of a plain step "
+          f"(room under the default's budget: "
+          f"{1.05 - wall[default] / wall[base]:+.3f})")
     debugger = ".item() debugger"
     print(f"Monitor(every=1) / .item() debugger: {wall['every=1'] / wall[debugger]:.3f} "
           f"(CPU time {cpu['every=1'] / cpu[debugger]:.3f}; budget <= 1.0)")

@@ -264,8 +264,8 @@ def _generator_watch_class(torch):
     generator = torch.Generator
 
     class GeneratorWatch(TorchFunctionMode):
-        """Hands each generator given to a torch function (``generator=``, ``torch.poisson``'s
-        positional one) to ``keep`` before the function draws from it."""
+        """Hands each generator given to a torch function (``generator=``, or positionally as
+        ``torch.poisson`` and ``nn.init`` take it) to ``keep`` before the function draws."""
 
         def __init__(self, keep):
             super().__init__()
@@ -273,7 +273,9 @@ def _generator_watch_class(torch):
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            for value in (*args, *kwargs.values()):
+            if isinstance(kwargs.get("generator"), generator):
+                self.keep(kwargs["generator"])
+            for value in args:
                 if isinstance(value, generator):
                     self.keep(value)
             return func(*args, **kwargs)

@@ -10,16 +10,22 @@ made: each module's input and output and (torch) each operation's output. Dropou
 tensor with elements zero in one run and not in the other while every element non-zero in
 both is equal up to one scale; the first tensor with it was made in the forward of the module
 running then (of the module itself, for its output). Additive noise (a VAE sampling its
-latent), a random time step or one-hot samples do not carry it and stay quiet, and a module
-in train mode (Monte Carlo dropout switched on with ``.train()``) is deliberate.
+latent), a random time step or one-hot samples do not carry it and stay quiet. Monte Carlo
+dropout is the user's choice and stays quiet too: a module in train mode (switched on with
+``.train()`` after ``model.eval()``), or a dropout function whose training flag the calling
+code writes (``F.dropout(x, p, training=True)``, ``training=self.mc``, or positionally). That
+is read from the call's source (torch hands ``__torch_function__`` the default filled in),
+and once such a dropout differs nothing after it is compared: what follows may derive from
+it. ``F.dropout(x, p)``, its default left implicit, is the bug.
 
 The replays run without gradients and with every hook of the model set aside (the user's and
 the Monitor's: they see no extra call), inside one save and restore of the random generators
-(Python, NumPy, torch CPU and CUDA) and of the buffers, so the user's pass that follows is the
+(Python, NumPy, torch CPU and CUDA, and the model's own: held by its modules, or handed to a
+torch function as ``generator=``) and of the buffers, so the user's pass that follows is the
 one it would have been. A pass whose arguments hold anything but tensors, plain values and
 flat containers of them (a KV cache the forward appends to) is not replayed; what a replay
-cannot undo is a forward that changes Python state of its own or draws from a generator of
-its own. Cost: two forward passes without gradients on at most ``MAX_CHECKS`` evaluation
+cannot undo is a forward that changes Python state of its own or draws from a NumPy or Python
+generator that no module holds. Cost: two forward passes without gradients on at most ``MAX_CHECKS`` evaluation
 passes of a run, with ``SAMPLE`` entries of each of the first ``MAX_EVENTS`` tensors kept and
 brought to the host in one transfer; nothing on training steps.
 """

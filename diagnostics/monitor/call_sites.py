@@ -43,11 +43,7 @@ def _written(code, where, callee, name, position):
 def _call_at(code, where, callee):
     """The call expression at instruction offset ``where`` of ``code`` (by its columns); on
     Python 3.10, the one call of ``callee`` spanning line ``where``."""
-    try:
-        tree = ast.parse("".join(linecache.getlines(code.co_filename)))
-    except (SyntaxError, ValueError):
-        return None
-    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    calls = _calls(code.co_filename, "".join(linecache.getlines(code.co_filename)))
     if callee is None:
         positions = list(code.co_positions())
         span = positions[where // 2] if where // 2 < len(positions) else None
@@ -57,3 +53,13 @@ def _call_at(code, where, callee):
         found = [c for c in calls if c.lineno <= where <= c.end_lineno
                  and getattr(c.func, "attr", getattr(c.func, "id", None)) == callee]
     return found[0] if len(found) == 1 else None
+
+
+@functools.lru_cache(maxsize=16)
+def _calls(filename, source):
+    """Every call expression in ``source`` (the file ``filename`` holds)."""
+    try:
+        tree = ast.parse(source, filename)
+    except (SyntaxError, ValueError):
+        return []
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)]

@@ -8,8 +8,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tests.diagnostics.monitor_nets import CLASSES, FEATURES
-from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
+from diagnostics import Monitor
+from tests.diagnostics.monitor_nets import (
+    CLASSES,
+    FEATURES,
+    batches,
+    one_torch_thread,  # noqa: F401 (a fixture)
+    teacher_data,
+)
 from tests.diagnostics.test_monitor_eval_randomness import CODE, EPOCH, STEPS, TORCH, _train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -120,7 +126,7 @@ def test_a_dropout_module_in_eval_mode_beside_implicit_f_dropout_is_named():
         def forward(self, x):
             return self.out(F.dropout(self.drop(F.relu(self.hidden(x))), P))
     torch.manual_seed(0)
-    found, _, _, signal = _train(TORCH, Mixed())
+    found = _train(TORCH, Mixed())[0]
     assert [f.evidence["tensor"] for f in found] == ["F.dropout"] and found[0].location is None
 
 
@@ -153,7 +159,7 @@ def _noisy_run(monitored):
     hidden_generator = torch.Generator().manual_seed(3)
     model = PrivateNoise(lambda: hidden_generator)
     if monitored:
-        found, outputs, _, signal = _train(TORCH, model)
+        _, outputs, _, signal = _train(TORCH, model)
         assert signal["checks"] == 1 and signal["error"] is None
         assert signal["last"] is not None          # the replays did draw: they differ
     else:
@@ -164,7 +170,6 @@ def _noisy_run(monitored):
 
 def _plain(model):
     """``_train``'s loop without the Monitor: the evaluation outputs."""
-    from tests.diagnostics.monitor_nets import batches, teacher_data
     x, y = teacher_data(0)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     outputs = []
@@ -195,8 +200,6 @@ def test_the_replays_leave_the_users_own_generators_as_they_were():
 def test_the_compiled_models_replay_leaves_its_generators_as_they_were():
     """A compiled model is replayed eagerly on sampled training steps: the same rule."""
     def losses(monitored):
-        from tests.diagnostics.monitor_nets import batches, teacher_data
-        from diagnostics import Monitor
         torch.manual_seed(0)
         generator = torch.Generator().manual_seed(3)
         model = PrivateNoise(lambda: generator)
@@ -215,6 +218,8 @@ def test_the_compiled_models_replay_leaves_its_generators_as_they_were():
             out.append(loss.item())
         if monitor is not None:
             monitor.close()
+            replays = next(p for p in monitor._probes if hasattr(p, "replay_error")).replays
+            assert replays >= 2            # the eager replays that drew from the generators
         return out, model.gen.get_state(), generator.get_state()
     plain, watched = losses(False), losses(True)
     assert plain[0] == watched[0]

@@ -25,9 +25,10 @@ torch function as ``generator=``) and of the buffers, so the user's pass that fo
 one it would have been. A pass whose arguments hold anything but tensors, plain values and
 flat containers of them (a KV cache the forward appends to) is not replayed; what a replay
 cannot undo is a forward that changes Python state of its own or draws from a NumPy or Python
-generator that no module holds. Cost: two forward passes without gradients on at most ``MAX_CHECKS`` evaluation
-passes of a run, with ``SAMPLE`` entries of each of the first ``MAX_EVENTS`` tensors kept and
-brought to the host in one transfer; nothing on training steps.
+generator that no module holds. Cost: two forward passes without gradients on at most
+``MAX_CHECKS`` evaluation passes of a run, with ``SAMPLE`` entries of each of the first
+``MAX_EVENTS`` tensors kept and brought to the host in one transfer; nothing on training
+steps.
 """
 from collections.abc import Mapping
 from dataclasses import dataclass

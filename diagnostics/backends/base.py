@@ -6,6 +6,7 @@ NumPy ndarrays; framework tensors stay inside the backend except where a hook ha
 """
 import contextlib
 import copy
+import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -265,6 +266,55 @@ class Backend(ABC):
         finally:
             for buffer, saved in kept:
                 self._assign_tensor(buffer, saved)
+
+    @contextlib.contextmanager
+    def generators_kept(self, module):
+        """Run the block, then put back the state of every random generator of the user's own
+        that it may draw from, also on error: those held as attributes of ``module`` and its
+        submodules (NumPy's, Python's, the framework's) and those handed to the framework's
+        functions (``generator=``, where the framework shows its calls). The global
+        generators are ``rng_state``'s. A generator whose state cannot be read raises before
+        it draws."""
+        kept = {}
+
+        def keep(generator):
+            """Save ``generator``'s state the first time it is seen, before it draws."""
+            if id(generator) not in kept:
+                kept[id(generator)] = (generator, self._generator_state(generator))
+        try:
+            for sub in module.modules():
+                for value in list(getattr(sub, "__dict__", {}).values()):
+                    if self._is_generator(value):
+                        keep(value)
+            with self._generators_watched(keep):
+                yield
+        finally:
+            for generator, state in kept.values():
+                self._set_generator_state(generator, state)
+
+    def _is_generator(self, value):
+        return isinstance(value, (np.random.Generator, np.random.RandomState, random.Random))
+
+    def _generator_state(self, generator):
+        if isinstance(generator, np.random.Generator):
+            return copy.deepcopy(generator.bit_generator.state)
+        if isinstance(generator, random.Random):
+            return generator.getstate()
+        return copy.deepcopy(generator.get_state())   # NumPy's RandomState
+
+    def _set_generator_state(self, generator, state):
+        if isinstance(generator, np.random.Generator):
+            generator.bit_generator.state = copy.deepcopy(state)
+        elif isinstance(generator, random.Random):
+            generator.setstate(state)
+        else:
+            generator.set_state(state)
+
+    def _generators_watched(self, keep):
+        """A context manager under which ``keep(generator)`` is called with each generator
+        handed to a framework function, before the function draws from it; a no-op where the
+        framework shows no calls."""
+        return contextlib.nullcontext()
 
     @abstractmethod
     def new_optimizer(self, name, **options):

@@ -127,6 +127,17 @@ class TorchBackend(Backend):
         if "torch_cuda" in state:
             self.torch.cuda.set_rng_state_all(state["torch_cuda"])
 
+    def _is_generator(self, value):
+        return isinstance(value, self.torch.Generator) or super()._is_generator(value)
+
+    def _generator_state(self, generator):
+        if isinstance(generator, self.torch.Generator):
+            return generator.get_state()
+        return super()._generator_state(generator)
+
+    def _generators_watched(self, keep):
+        return _generator_watch_class(self.torch)(keep)
+
     def new_optimizer(self, name, **options):
         return getattr(self.torch.optim, name)(self.model.parameters(), **options)
 
@@ -244,3 +255,29 @@ def _use_recorder_class(torch):
             return func(*args, **kwargs)
 
     return UseRecorder
+
+
+@functools.cache
+def _generator_watch_class(torch):
+    from torch.overrides import TorchFunctionMode
+
+    generator = torch.Generator
+
+    class GeneratorWatch(TorchFunctionMode):
+        """Hands each generator given to a torch function (``generator=``, or positionally as
+        ``torch.poisson`` and ``nn.init`` take it) to ``keep`` before the function draws."""
+
+        def __init__(self, keep):
+            super().__init__()
+            self.keep = keep
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if isinstance(kwargs.get("generator"), generator):
+                self.keep(kwargs["generator"])
+            for value in args:
+                if isinstance(value, generator):
+                    self.keep(value)
+            return func(*args, **kwargs)
+
+    return GeneratorWatch

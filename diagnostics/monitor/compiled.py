@@ -36,9 +36,10 @@ def replay(backend, module, args, kwargs):
 @contextlib.contextmanager
 def replaying(backend, module):
     """A block of replays of ``module``'s forward: without gradients, and afterwards the random
-    generators and ``module``'s buffers are as before, also when it raises. Replays inside one
-    block draw one random stream: the second does not repeat the first's dropout masks."""
-    with backend.buffers_kept(module):
+    generators (the global ones, and the user's own that the forward draws from) and
+    ``module``'s buffers are as before, also when it raises. Replays inside one block draw one
+    random stream: the second does not repeat the first's dropout masks."""
+    with backend.buffers_kept(module), backend.generators_kept(module):
         state = backend.rng_state()
         try:
             with backend.no_grad():

@@ -373,14 +373,14 @@ def test_rounding_differences_do_not_count_as_differing():
 
 def test_the_first_difference_is_made_by_the_caller_or_the_module_itself():
     same, other = np.ones(64), np.arange(64.0)
-    run = [("input", "", (64,), same), ("input", "a", (64,), same),
-           ("output", "a", (64,), same), ("input", "b", (64,), same),
-           ("output", "b", (64,), same), ("output", "", (64,), same)]
+    run = [("input", "", (64,), same, None), ("input", "a", (64,), same, None),
+           ("output", "a", (64,), same, None), ("input", "b", (64,), same, None),
+           ("output", "b", (64,), same, None), ("output", "", (64,), same, None)]
     changed_input = list(run)
-    changed_input[3] = ("input", "b", (64,), other)
+    changed_input[3] = ("input", "b", (64,), other, None)
     assert first_difference(run, changed_input).origin == ""
     changed_output = list(run)
-    changed_output[2] = ("output", "a", (64,), other)
+    changed_output[2] = ("output", "a", (64,), other, None)
     assert first_difference(run, changed_output).origin == "a"
     assert first_difference(run, run) is None
-    assert first_difference(run, run[:1] + [("input", "c", (64,), same)]).origin is None
+    assert first_difference(run, run[:1] + [("input", "c", (64,), same, None)]).origin is None

@@ -57,6 +57,8 @@ class Setup:
     partial_optimizer: bool = False   # the optimizer holds only part of the model (frozen):
                                       # the tools get it; otherwise they use their default
     extra: dict = field(default_factory=dict)   # the scaler, the plain model under compile, ...
+                                                # "eval_mode": how its user enters evaluation
+                                                # (by default model.eval())
 
     def tool_batch(self, size=16):
         """A fixed batch for the tools (``check_gradients`` takes the first 4 rows)."""
@@ -1299,6 +1301,58 @@ def large_vocabulary(seed, vocab=20_000, topics=64, n=256):
                  _fell(0.6), "a 20,000-word embedding seen 12 words at a time (SGD)", classes=4)
 
 
+class MCDropoutMLP(nn.Module):
+    """An MLP for Monte Carlo dropout (Gal & Ghahramani 2016): dropout stays on at evaluation,
+    and predictions averaged over several passes give an uncertainty. Written the two ways
+    people write it: ``F.dropout(..., training=True)`` in ``forward`` (``functional``), or
+    ``nn.Dropout`` modules switched back on after ``model.eval()`` (see ``_mc_eval_mode``)."""
+
+    def __init__(self, functional, features=16, hidden=64, classes=4, p=0.1):
+        super().__init__()
+        self.functional, self.p = functional, p
+        self.hidden = nn.Linear(features, hidden)
+        self.middle = nn.Linear(hidden, hidden)
+        self.out = nn.Linear(hidden, classes)
+        self.drop1, self.drop2 = nn.Dropout(p), nn.Dropout(p)
+
+    def forward(self, x):
+        h = F.relu(self.hidden(x))
+        h = F.dropout(h, self.p, training=True) if self.functional else self.drop1(h)
+        h = F.relu(self.middle(h))
+        h = F.dropout(h, self.p, training=True) if self.functional else self.drop2(h)
+        return self.out(h)
+
+
+def _mc_eval_mode(model):
+    """The usual recipe: evaluation mode, then every dropout module back in train mode."""
+    model.eval()
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.train()
+
+
+def _mc_dropout(seed, name, claim, *, functional):
+    torch.manual_seed(seed)
+    x, y = _blobs(seed)
+    model = MCDropoutMLP(functional)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    extra = {} if functional else {"eval_mode": _mc_eval_mode}
+    return Setup(name, "torch", model, optimizer, F.cross_entropy, _plain_step(F.cross_entropy),
+                 _cycle(x, y, 32), 150, _fell(0.3), claim, classes=4, extra=extra)
+
+
+def mc_dropout_functional(seed):
+    return _mc_dropout(seed, "mc_dropout_functional", "an MLP with Monte Carlo dropout "
+                       "(F.dropout(training=True), on at evaluation too) learns the clusters",
+                       functional=True)
+
+
+def mc_dropout_modules(seed):
+    return _mc_dropout(seed, "mc_dropout_modules", "an MLP with Monte Carlo dropout (nn.Dropout "
+                       "switched back on after model.eval()) learns the clusters",
+                       functional=False)
+
+
 TORCH_SETUPS = {f.__name__: f for f in (
     adam_mlp, adamw_weight_decay, onecycle_warmup, cosine_schedule, amp_bf16, amp_fp16_scaler,
     amp_fp16_scaler_clip, amp_fp16_scaler_skips, transformer_warmup_plateau,
@@ -1308,7 +1362,7 @@ TORCH_SETUPS = {f.__name__: f for f in (
     label_smoothing, bce_logits_float_targets, focal_loss, vit_patches, lstm_tbptt,
     mixture_of_experts, ema_weights, gradient_checkpointing, frozen_requires_grad,
     bf16_weights_adam, relative_position_shift, gan_discriminator, gan_generator, vae,
-    large_vocabulary)}
+    large_vocabulary, mc_dropout_functional, mc_dropout_modules)}
 MINIGRAD_SETUPS = {f.__name__: f for f in (
     mg_adam_mlp, mg_batchnorm_cosine, mg_shared_relu, mg_dict_output, mg_frozen_backbone,
     mg_long_convergence)}

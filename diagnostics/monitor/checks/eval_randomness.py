@@ -1,11 +1,13 @@
 """Dropout that ``model.eval()`` does not switch off: a random evaluation pass with dropout's
-mark, made in the forward of a module in eval mode."""
+mark, made in the forward of a module in eval mode. Dropout the user asked for stays quiet
+(Monte Carlo dropout): a training flag written in the call (``F.dropout(x, p,
+training=True)``), or a dropout module switched back on with ``.train()``."""
 from ...findings import Finding
 
 
 def dropout_ignores_eval(view):
     last = (view.signals.get("eval_randomness") or {}).get("last")
-    if not last or last["dropout"] is None or last["origin"] is None or last["origin_training"]:
+    if not last or last["dropout"] is None or last["origin"] is None or last["deliberate"]:
         return []
     drop = last["dropout"]
     origin = _named(last["origin"], last["origin_type"])
@@ -19,8 +21,9 @@ def dropout_ignores_eval(view):
         f"in the forward of {origin}, pass training=self.training to F.dropout (or use an "
         f"nn.Dropout module): model.eval() only switches the modules' .training flags, so "
         f"F.dropout's default training=True, a flag of your own (self.is_training) or an "
-        f"nn.Dropout created inside forward keeps dropping; if dropout at evaluation is "
-        f"deliberate (Monte Carlo dropout), ignore this",
+        f"nn.Dropout created inside forward keeps dropping; for Monte Carlo dropout write "
+        f"training=True in the call, or switch the nn.Dropout modules on with .train() after "
+        f"model.eval(): that stays quiet",
         {"step": last["step"], "eval_pass": last["pass"], "kind": last["kind"],
          "tensor": last["name"], "origin": last["origin"], "rate": drop["rate"],
          "zeroed": drop["zeroed"], "kept": drop["kept"], "compared": drop["compared"]})]

@@ -99,9 +99,12 @@ class Kernels(ABC):
         None for an empty or non-floating tensor."""
 
     def op_recorder(self, record):
-        """A context manager under which ``record(op name, output)`` sees the output of every
-        framework operation that runs (``F.dropout``, ``Tensor.mul``), or one that sees none
-        where the framework offers no such hook."""
+        """A context manager under which ``record(op name, output, training_written)`` sees
+        the output of every framework operation that runs (``F.dropout``, ``Tensor.mul``), or
+        one that sees none where the framework offers no such hook. ``training_written``, for
+        a dropout function called by the user's code: True when the call writes its training
+        flag (``training=True``, ``training=self.training``), False when it leaves it to its
+        default; None for other operations, and when unknown."""
         return contextlib.nullcontext()
 
     def _sample_stride(self, numel, limit=None):

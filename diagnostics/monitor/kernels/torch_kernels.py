@@ -1,6 +1,8 @@
 """The Monitor's statistics on torch tensors, computed on the tensor's device."""
+import functools
 import weakref
 
+from .. import call_sites
 from .base import GraphMark, Kernels
 
 
@@ -144,13 +146,18 @@ class TorchKernels(Kernels):
     def op_recorder(self, record):
         from torch.overrides import TorchFunctionMode
 
+        flags = _training_flags(self.torch)
+
         class Recorder(TorchFunctionMode):
             """Each torch function and Tensor method called (not inside ``record``: a mode is
             off while its own ``__torch_function__`` runs)."""
 
             def __torch_function__(self, func, types, args=(), kwargs=None):
+                flag = next((f for f in flags.get(getattr(func, "__name__", None), ())
+                             if f[0] is func), None)
+                written = None if flag is None else _training_written(func, flag)
                 output = func(*args, **(kwargs or {}))
-                record(_op_name(func), output)
+                record(_op_name(func), output, written)
                 return output
         return Recorder()
 
@@ -289,6 +296,35 @@ class TorchKernels(Kernels):
 
 
 _SAVED_ATTRS = {}   # graph node type -> its "_saved_..." attributes
+
+
+@functools.cache
+def _training_flags(torch):
+    """The functions that drop at random unless told not to, by name: ``{name: [(function,
+    its flag's keyword, its position)]}`` (``F.dropout`` and ``torch.dropout`` share one)."""
+    F = torch.nn.functional
+    found = {}
+    for space, keyword, names in (
+            (F, "training", ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+                             "feature_alpha_dropout")),
+            (torch, "train", ("dropout", "dropout_", "alpha_dropout", "alpha_dropout_",
+                              "feature_dropout", "feature_dropout_", "feature_alpha_dropout",
+                              "feature_alpha_dropout_"))):
+        for name in names:
+            if hasattr(space, name):
+                found.setdefault(name, []).append((getattr(space, name), keyword, 2))
+    return found
+
+
+def _training_written(func, flag):
+    """True when the code that called ``func`` wrote its training flag (``training=True``,
+    ``training=self.training``, or positionally); False when it left it to its default; None
+    when unknown or when torch's own code called it (``nn.Dropout`` passes its ``.training``:
+    the module's mode is what counts)."""
+    frame = call_sites.caller(getattr(func, "__code__", None), ("torch.overrides", __name__))
+    if frame is None or frame.f_globals.get("__name__", "").partition(".")[0] == "torch":
+        return None
+    return call_sites.argument_written(frame, func.__name__, flag[1], flag[2])
 
 
 def _op_name(func):

@@ -10,18 +10,25 @@ made: each module's input and output and (torch) each operation's output. Dropou
 tensor with elements zero in one run and not in the other while every element non-zero in
 both is equal up to one scale; the first tensor with it was made in the forward of the module
 running then (of the module itself, for its output). Additive noise (a VAE sampling its
-latent), a random time step or one-hot samples do not carry it and stay quiet, and a module
-in train mode (Monte Carlo dropout switched on with ``.train()``) is deliberate.
+latent), a random time step or one-hot samples do not carry it and stay quiet. Monte Carlo
+dropout is the user's choice and stays quiet too: a module in train mode (switched on with
+``.train()`` after ``model.eval()``), or a dropout function whose training flag the calling
+code writes (``F.dropout(x, p, training=True)``, ``training=self.mc``, or positionally). That
+is read from the call's source (torch hands ``__torch_function__`` the default filled in),
+and once such a dropout differs nothing after it is compared: what follows may derive from
+it. ``F.dropout(x, p)``, its default left implicit, is the bug.
 
 The replays run without gradients and with every hook of the model set aside (the user's and
 the Monitor's: they see no extra call), inside one save and restore of the random generators
-(Python, NumPy, torch CPU and CUDA) and of the buffers, so the user's pass that follows is the
+(Python, NumPy, torch CPU and CUDA, and the model's own: held by its modules, or handed to a
+torch function as ``generator=``) and of the buffers, so the user's pass that follows is the
 one it would have been. A pass whose arguments hold anything but tensors, plain values and
 flat containers of them (a KV cache the forward appends to) is not replayed; what a replay
-cannot undo is a forward that changes Python state of its own or draws from a generator of
-its own. Cost: two forward passes without gradients on at most ``MAX_CHECKS`` evaluation
-passes of a run, with ``SAMPLE`` entries of each of the first ``MAX_EVENTS`` tensors kept and
-brought to the host in one transfer; nothing on training steps.
+cannot undo is a forward that changes Python state of its own or draws from a NumPy or Python
+generator that no module holds. Cost: two forward passes without gradients on at most
+``MAX_CHECKS`` evaluation passes of a run, with ``SAMPLE`` entries of each of the first
+``MAX_EVENTS`` tensors kept and brought to the host in one transfer; nothing on training
+steps.
 """
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -69,8 +76,8 @@ class EvalRandomnessProbe(Probe):
             self.last = self._judge(*runs)
 
     def _run_twice(self, args, kwargs):
-        """The events of two replays: ``[(kind, name, shape, host array or None)]``, or None
-        when the user's forward raised."""
+        """The events of two replays: ``[(kind, name, shape, host array or None, training
+        written)]``, or None when the user's forward raised."""
         backend, kernels, runs = self.ctx.backend, self.ctx.kernels, ([], [])
         self._replaying = True
         try:
@@ -78,8 +85,9 @@ class EvalRandomnessProbe(Probe):
                 for events in runs:
                     handles = self._recording_hooks(events)
                     try:
-                        with kernels.op_recorder(lambda name, output, events=events:
-                                                 self._record(events, "op", name, output)):
+                        with kernels.op_recorder(
+                                lambda name, output, written, events=events:
+                                self._record(events, "op", name, output, written)):
                             self._target(*input_copies(backend, args),
                                          **keyword_copies(backend, kwargs))
                     finally:
@@ -92,8 +100,8 @@ class EvalRandomnessProbe(Probe):
             self._replaying = False
         samples = [event[3] for events in runs for event in events if event[3] is not None]
         arrays = iter(kernels.gather(samples))
-        return tuple([(kind, name, shape, None if sample is None else next(arrays))
-                      for kind, name, shape, sample in events] for events in runs)
+        return tuple([(kind, name, shape, None if sample is None else next(arrays), written)
+                      for kind, name, shape, sample, written in events] for events in runs)
 
     def _recording_hooks(self, events):
         backend, handles = self.ctx.backend, []
@@ -108,9 +116,10 @@ class EvalRandomnessProbe(Probe):
             handles.append(backend.add_forward_hook(module, after))
         return handles
 
-    def _record(self, events, kind, name, value):
+    def _record(self, events, kind, name, value, written=None):
         """One event: a module's input or output (always, to follow the calls), or an
-        operation's floating output; the operations of the sampling itself are not events."""
+        operation's floating output (``written``: a dropout whose training flag the user's
+        code wrote); the operations of the sampling itself are not events."""
         if self._sampling or len(events) >= MAX_EVENTS:
             return
         self._sampling = True
@@ -120,7 +129,7 @@ class EvalRandomnessProbe(Probe):
                                                                              limit=SAMPLE)
             if sample is not None or kind != "op":
                 shape = None if tensor is None else tuple(tensor.shape)
-                events.append((kind, name, shape, sample))
+                events.append((kind, name, shape, sample, written))
         finally:
             self._sampling = False
 
@@ -133,6 +142,12 @@ class EvalRandomnessProbe(Probe):
         modules = dict(self.ctx.backend.named_modules())
         origin = modules.get(difference.origin)
         is_module = difference.kind != "op"
+        origin_training = bool(getattr(origin, "training", False))
+        deliberate = None          # why the randomness is the user's choice (MC dropout)
+        if difference.deliberate:
+            deliberate = "training flag written in the call"
+        elif origin_training and difference.dropout is not None:
+            deliberate = "module in train mode in a model in eval mode (switched on)"
         return {"step": self.ctx.step, "pass": self._passes, "kind": difference.kind,
                 "name": self._display(difference.name, modules) if is_module
                 else difference.name,
@@ -140,8 +155,8 @@ class EvalRandomnessProbe(Probe):
                 else None,
                 "origin": self._display(difference.origin, modules),
                 "origin_type": type(origin).__name__,
-                "origin_training": bool(getattr(origin, "training", False)),
-                "dropout": difference.dropout}
+                "origin_training": origin_training,
+                "dropout": difference.dropout, "deliberate": deliberate}
 
     def _display(self, name, modules):
         """The module's name, "" for the model itself (a compiled model's module underneath
@@ -162,6 +177,7 @@ class Difference:
     name: str                # the module, or the operation
     origin: str | None       # the module whose forward code made it (None: unknown)
     dropout: dict | None     # dropout_signature of the two tensors, or None
+    deliberate: bool = False  # made by a dropout whose training flag the user's code wrote
 
 
 def first_difference(first, second):
@@ -169,9 +185,10 @@ def first_difference(first, second):
     order they ran) whose tensors differ with dropout's mark, else the first that differs at
     all, else None. Where it was made: in the forward of the module that was running (an
     operation's output, a module's input), or of the module itself (its output). After the runs
-    take different paths nothing more is compared."""
+    take different paths, or after a dropout whose training flag the user's code wrote differs
+    (Monte Carlo dropout: what follows may derive from it), nothing more is compared."""
     running, differing = [], None
-    for (kind, name, shape, a), (kind_b, name_b, shape_b, b) in zip(first, second):
+    for (kind, name, shape, a, written), (kind_b, name_b, shape_b, b, _) in zip(first, second):
         if (kind, name) != (kind_b, name_b):          # another path through the model
             return differing or Difference(kind, name, None, None)
         caller = running[-1] if running else None
@@ -185,6 +202,8 @@ def first_difference(first, second):
             continue
         origin = name if kind == "output" else caller
         signature = dropout_signature(a, b)
+        if written:
+            return differing or Difference(kind, name, origin, signature, deliberate=True)
         if signature is not None:
             return Difference(kind, name, origin, signature)
         differing = differing or Difference(kind, name, origin, None)

@@ -369,7 +369,7 @@ def _failure_finding(backend, optimizer, losses, accuracies, *, target_loss, ste
     causes = _likely_causes(backend, optimizer, losses, silent=silent, output=output,
                             targets=targets, broadcasts=broadcasts)
     if opponent:   # the loss grew because of the opponent: say first that this side is stuck
-        causes.insert(0, opponent)
+        causes = [opponent] + [c for c in causes if not c.startswith("the loss grew")]
     finite = [v for v in losses if math.isfinite(v)]
     evidence = {"initial_loss": losses[0], "final_loss": losses[-1],
                 "best_loss": min(finite) if finite else None, "target_loss": target_loss,

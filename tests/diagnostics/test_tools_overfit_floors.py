@@ -93,9 +93,6 @@ def test_a_model_that_cannot_learn_still_fails_on_a_floored_loss(framework, how)
     assert not result.passed and not result.inconclusive
     (finding,) = result.findings
     assert finding.code == "OVERFIT_FAILED" and finding.severity == "error"
-    causes = finding.evidence["likely_causes"]
-    assert "held still" in causes[0]     # this side does not learn even against no opponent
-    assert not any(c.startswith("the loss grew") for c in causes)   # the opponent grew it
 
 
 @given(constant=st.floats(0.01, 10.0), weight=st.floats(0.1, 10.0))
@@ -155,9 +152,6 @@ def test_a_sampling_forward_that_cannot_learn_still_fails(framework, how):
     assert not result.passed and not result.inconclusive
     (finding,) = result.findings
     assert finding.code == "OVERFIT_FAILED" and finding.severity == "error"
-    causes = finding.evidence["likely_causes"]
-    assert "held still" in causes[0]     # this side does not learn even against no opponent
-    assert not any(c.startswith("the loss grew") for c in causes)   # the opponent grew it
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

@@ -21,6 +21,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 ORIGINALS = {(owner, name): getattr(owner, name)
              for owner in (torch.nn.utils, torch.nn.utils.clip_grad)
              for name in clipping.PATCHED}
+ORIGINALS[(torch.nn.utils.clip_grad, clipping.INNER)] = getattr(torch.nn.utils.clip_grad,
+                                                                 clipping.INNER)
+CLIP_BY_NAME = torch.nn.utils.clip_grad_norm_   # ``from torch.nn.utils import clip_grad_norm_``
 
 
 def patched():
@@ -67,6 +70,8 @@ def amp_loop(*, unscale, clip="norm", steps=30, give_scaler=True, enabled=True, 
                 params = list(params)
             if clip == "norm":
                 torch.nn.utils.clip_grad_norm_(params, max_norm=1.0)
+            elif clip == "by name":   # bound before any Monitor patched the module's name
+                CLIP_BY_NAME(params, 1.0)
             else:
                 torch.nn.utils.clip_grad.clip_grad_value_(parameters=params, clip_value=0.5)
             scaler.step(opt)
@@ -95,6 +100,19 @@ def test_clipping_before_unscale_is_named_with_the_scale_and_the_shrink():
     unscaled = finding.evidence["total_norm"] / 2.0 ** 16
     assert 0.01 < unscaled < 100          # the true norm: nothing explodes
     assert "EXPLODING_GRADIENTS" not in codes(report)
+    assert patched() == []
+
+
+def test_clip_grad_norm_imported_by_name_before_the_monitor_is_seen():
+    """``from torch.nn.utils import clip_grad_norm_`` at the top of the user's script holds
+    torch's own function: it is seen through the helper every call of it goes through."""
+    report, _, _ = amp_loop(unscale=False, clip="by name")
+    finding = next(f for f in report.findings if f.code == "CLIP_BEFORE_UNSCALE")
+    assert finding.first_step == 0 and finding.evidence["scale"] == 2.0 ** 16
+    assert finding.message.startswith("clip_grad_norm_(max_norm=1.0) ran on gradients")
+    assert 0.01 < finding.evidence["total_norm"] / 2.0 ** 16 < 100
+    quiet, _, _ = amp_loop(unscale=True, clip="by name")
+    assert "CLIP_BEFORE_UNSCALE" not in codes(quiet, ("info", "warning", "error"))
     assert patched() == []
 
 

@@ -9,8 +9,10 @@ enabled ``scaler`` and an ``optimizer`` is open, ``torch.nn.utils.clip_grad_norm
 The wrapper runs the original on the same parameters and, when they hold gradients of the
 Monitor's optimizer whose stage in the scaler is not UNSCALED (``unscale_`` not called since
 the last ``update()``), notes the call. One patch serves every open Monitor; the last one to
-close puts the originals back. A function imported by name before the Monitor was made
-(``from torch.nn.utils import clip_grad_norm_``) is not seen.
+close puts the originals back. ``clip_grad_norm_`` imported by name before the Monitor was
+made (``from torch.nn.utils import clip_grad_norm_``, the common spelling) is seen through the
+helper every call of it goes through, looked up when it runs (``clip_grad._clip_grads_with_
+norm_``; its ``norm_type`` is then unknown, NaN); ``clip_grad_value_`` imported by name is not.
 """
 import functools
 import threading
@@ -21,9 +23,12 @@ from .base import Probe
 PATCHED = ("clip_grad_norm_", "clip_grad_value_")
 LIMITS = {"clip_grad_norm_": "max_norm", "clip_grad_value_": "clip_value"}
 
+INNER = "_clip_grads_with_norm_"   # clip_grad_norm_'s second half, in torch.nn.utils.clip_grad
+
 _LOCK = threading.Lock()
 _LISTENERS = []       # the open probes, each told of every clipping call
 _INSTALLED = []       # (owner, name, original, wrapper) while any probe listens
+_CALLS = threading.local()   # .depth: wrapped public clipping calls under way in this thread
 
 
 @dataclass
@@ -148,6 +153,11 @@ def _install():
                     wrapper = _wrap(name, original)
                     setattr(owner, name, wrapper)
                     _INSTALLED.append((owner, name, original, wrapper))
+        inner = getattr(torch.nn.utils.clip_grad, INNER, None)
+        if callable(inner):
+            wrapper = _wrap_inner(inner)
+            setattr(torch.nn.utils.clip_grad, INNER, wrapper)
+            _INSTALLED.append((torch.nn.utils.clip_grad, INNER, inner, wrapper))
     except BaseException:
         _uninstall()
         raise
@@ -171,9 +181,35 @@ def _wrap(function, original):
             args, kwargs, parameters = _materialized(args, kwargs)
         except Exception:    # not an iterable of tensors: the original says so in its words
             return original(*args, **kwargs)
-        result = original(*args, **kwargs)
+        _CALLS.depth = getattr(_CALLS, "depth", 0) + 1
+        try:
+            result = original(*args, **kwargs)
+        finally:
+            _CALLS.depth -= 1
         for listener in tuple(_LISTENERS):     # a copy: a Monitor may close meanwhile
             listener.note(function, parameters, args, kwargs, result)
+        return result
+    return clip
+
+
+def _wrap_inner(original):
+    """``_clip_grads_with_norm_(parameters, max_norm, total_norm, foreach)``: noted as the
+    ``clip_grad_norm_`` call it serves when no wrapped public function is under way (one
+    imported by name before the patch), with the total norm that call measured."""
+    @functools.wraps(original)
+    def clip(*args, **kwargs):
+        if not _LISTENERS or getattr(_CALLS, "depth", 0):
+            return original(*args, **kwargs)
+        try:
+            args, kwargs, parameters = _materialized(args, kwargs)
+            limit = args[1] if len(args) > 1 else kwargs["max_norm"]
+            total = args[2] if len(args) > 2 else kwargs["total_norm"]
+        except Exception:    # not the call it should be: the original says so in its words
+            return original(*args, **kwargs)
+        result = original(*args, **kwargs)
+        for listener in tuple(_LISTENERS):
+            listener.note("clip_grad_norm_", parameters, (parameters, limit),
+                          {"norm_type": float("nan")}, total)
         return result
     return clip
 

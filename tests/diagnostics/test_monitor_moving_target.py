@@ -95,6 +95,14 @@ def test_a_generator_watched_alone_sees_the_discriminator_in_its_loss_graph(fw):
         "a tensor of shape 8x2"]
 
 
+def test_a_discriminator_watched_alone_sees_the_generator_through_its_input(fw):
+    """D's own loss holds nothing of G; the G(z) it scores in the generator's step does."""
+    report, _ = play(fw, side="discriminator", watch="discriminator")
+    assert sorted(report.loss["trained_elsewhere"]) == [
+        "a tensor of shape 2", "a tensor of shape 2x8", "a tensor of shape 8",
+        "a tensor of shape 8x4"]
+
+
 def test_a_critic_stepped_every_fifth_iteration_is_still_seen(fw):
     report, model = play(fw, side="generator", steps=16, d_every=5)
     assert sorted(report.loss["trained_elsewhere"]) == names(model.discriminator,

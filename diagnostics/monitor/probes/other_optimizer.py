@@ -7,11 +7,13 @@ keeps changing: the loss's level, trend and swings are the game's, not a measure
 optimizer's progress (``checks/loss.py`` does not judge its shape then).
 
 Only with an optimizer. On sampled steps a sample of the values of each tensor that requires
-grad, that this optimizer does not hold, and that is a parameter of the model or a leaf of the
-loss's graph (``kernels.graph_leaves``) is compared with its sample at the previous sampled
-step. One that changed at ``MOVES`` comparisons or more, the last of them within the loss
-checks' window (``Thresholds.loss_window`` steps), is trained elsewhere: another optimizer
-steps it (every step, or every few: a critic trained five times per generator step). A frozen
+grad, that this optimizer does not hold, and that is a parameter of the model, a leaf of the
+loss's graph (``kernels.graph_leaves``) or a leaf of the graph of an input the model was
+called on (a discriminator watched alone sees the generator so, when it scores G(z) in the
+generator's step) is compared with its sample at the previous sampled step. One that changed
+at ``MOVES`` comparisons or more, the last of them within the loss checks' window
+(``Thresholds.loss_window`` steps), is trained elsewhere: another optimizer steps it (every
+step, or every few: a critic trained five times per generator step). A frozen
 part (a backbone outside the optimizer, a fixed teacher, layers kept in a plain list) never
 changes, and is no longer sampled once it stayed unchanged that long; a new tensor per batch
 is never compared twice; a tensor edited once by hand changes once: none of them counts.
@@ -50,8 +52,21 @@ class OtherOptimizerProbe(Probe):
         self._active = ctx.optimizer is not None
         self._names = {id(p.tensor): p.name for p in ctx.layout.params}
         self._followed = {}       # id -> _Followed
-        self._queued = []         # (_Followed, sample of its values) for the transfer
+        self._queued = []         # (_Followed, step, sample of its values) for the transfer
+        self._input_leaves = []   # leaves of a model input's graph, until the next sample
+        self._look = True         # an input made by a graph not yet walked since the last sample
         self._found = None        # what view_fields gives once closed
+
+    def on_forward(self, args, kwargs, grad_enabled):
+        """The first input of the period that carries a graph (a discriminator called on
+        G(z) in the generator's step) has its leaves kept: one walk per sampled step."""
+        if not (self._active and self._look and grad_enabled):
+            return
+        for value in (*args, *kwargs.values()):
+            if getattr(value, "grad_fn", None) is not None and self.ctx.backend.is_tensor(value):
+                self._look = False
+                self._input_leaves = self.ctx.kernels.graph_leaves(value)
+                return
 
     def on_step(self, loss):
         ctx = self.ctx
@@ -59,15 +74,16 @@ class OtherOptimizerProbe(Probe):
             return False
         held = {id(p) for group in getattr(ctx.optimizer, "param_groups", None) or ()
                 for p in group.get("params", ())}
-        tensors = {id(p.tensor): p.tensor for p in ctx.layout.trainable}
+        tensors = [p.tensor for p in ctx.layout.trainable] + self._input_leaves
         if ctx.backend.is_tensor(loss) and getattr(loss, "grad_fn", None) is not None:
-            for leaf in ctx.kernels.graph_leaves(loss, walk=ctx.loss_walk(loss)):
-                tensors.setdefault(id(leaf), leaf)
-        for key, tensor in tensors.items():
-            if key in held or not _floating(tensor):
-                continue
-            entry = self._follow(key, tensor)
-            if entry is not None and not entry.frozen:
+            tensors += ctx.kernels.graph_leaves(loss, walk=ctx.loss_walk(loss))
+        self._input_leaves, self._look = [], True
+        for tensor in tensors:
+            if id(tensor) not in held and _floating(tensor):
+                self._follow(id(tensor), tensor)
+        for key, entry in self._followed.items():
+            tensor = entry.ref()
+            if tensor is not None and not entry.frozen and key not in held:
                 self._queued.append((entry, ctx.step, ctx.kernels.weight_sample(tensor)))
         return False
 
@@ -101,7 +117,7 @@ class OtherOptimizerProbe(Probe):
     def close(self):
         """Keep what was found for ``report()``; drop the references and samples."""
         self._found = self._moving() if self._found is None else self._found
-        self._followed, self._queued = {}, []
+        self._followed, self._queued, self._input_leaves = {}, [], []
 
 
 def _sighted(entry, step, values, window):

@@ -204,8 +204,9 @@ def _loss_lines(loss):
         return [text]
     shown = ", ".join(elsewhere[:3]) + (f" and {len(elsewhere) - 3} more" if len(elsewhere) > 3
                                          else "")
-    return [text, f"        its shape is not judged: it depends on {shown}, which another "
-                  f"optimizer changes (the other player of a GAN: a moving target)"]
+    note = (f"        its shape is not judged: it depends on {shown}, which another "
+            f"optimizer changes (the other player of a GAN: a moving target)")
+    return [text, note]
 
 
 def _input_lines(summary):

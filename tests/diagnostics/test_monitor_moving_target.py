@@ -10,8 +10,11 @@ from diagnostics import Monitor
 from diagnostics.monitor.checks import loss as loss_checks
 from diagnostics.monitor.settings import Thresholds
 from diagnostics.monitor.view import WindowView
-from tests.diagnostics.monitor_nets import frameworks, mlp
-from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
+from tests.diagnostics.monitor_nets import (
+    frameworks,
+    mlp,
+    one_torch_thread,  # noqa: F401 (a fixture)
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 FRAMEWORKS = frameworks()

@@ -127,6 +127,9 @@ def _loss_summary(view):
     width = next((s.output_width for s in reversed(view.samples) if s.output_width), None)
     if width and width >= 2:
         summary.update({"classes": width, "chance": math.log(width)})
+    elsewhere = view.signals.get("trained_elsewhere")
+    if elsewhere:
+        summary["trained_elsewhere"] = list(elsewhere)
     return summary
 
 
@@ -196,7 +199,14 @@ def _loss_lines(loss):
         text += f"  (lowest {loss['min']:.4g} at step {loss['min_step']})"
     if "chance" in loss:
         text += f"; a uniform guess over {loss['classes']} classes scores {loss['chance']:.4g}"
-    return [text]
+    elsewhere = loss.get("trained_elsewhere")
+    if not elsewhere:
+        return [text]
+    shown = ", ".join(elsewhere[:3]) + (f" and {len(elsewhere) - 3} more" if len(elsewhere) > 3
+                                         else "")
+    note = (f"        its shape is not judged: it depends on {shown}, which another "
+            f"optimizer changes (the other player of a GAN: a moving target)")
+    return [text, note]
 
 
 def _input_lines(summary):

@@ -1,4 +1,12 @@
-"""Loss health: NaN, divergence, oscillation, plateau, and a loss stuck at the uniform guess."""
+"""Loss health: NaN, divergence, oscillation, plateau, and a loss stuck at the uniform guess.
+
+The shape of the loss (its trend, swings, level) is judged only when this optimizer is the
+one moving it. A loss that depends on tensors another optimizer keeps changing (a GAN: the
+generator's loss runs through the discriminator, the discriminator's is measured on what the
+generator makes; ``probes/other_optimizer.py``) is a moving target: it hovers around the
+game's equilibrium, and rises when the other player gets better, by design. Its shape is not
+judged then; a NaN loss still is, as are the gradients, updates and activations.
+"""
 import numpy as np
 
 from ...findings import Finding
@@ -38,7 +46,7 @@ def loss_diverging(view):
     above where it began, or, for a classifier, ends above the uniform guess it started from:
     training is making the model worse."""
     levels = view.loss_levels
-    if levels is None:
+    if levels is None or moving_target(view):
         return []
     initial, then, now = levels.initial, levels.then, levels.now
     chance, best = view.chance_loss, view.best_loss_level
@@ -69,7 +77,7 @@ def loss_oscillating(view):
     """No progress over the window while the loss swings widely around its level, or flips
     direction almost every step."""
     levels = view.loss_levels
-    if levels is None:
+    if levels is None or moving_target(view):
         return []
     recent, then, now = levels.recent, levels.then, levels.now
     level = float(np.median(recent))
@@ -93,7 +101,7 @@ def loss_oscillating(view):
 
 def loss_plateau(view):
     levels = view.loss_levels
-    if levels is None or not levels.beyond_start:
+    if levels is None or not levels.beyond_start or moving_target(view):
         return []
     initial, then, now = levels.start, levels.then, levels.now
     if then == 0 or initial == 0:
@@ -125,7 +133,7 @@ def loss_at_chance(view):
     ln C on labels the model cannot predict implies near-uniform predictions."""
     chance = view.chance_loss
     levels = view.loss_levels
-    if chance is None or levels is None or not levels.beyond_start:
+    if chance is None or levels is None or not levels.beyond_start or moving_target(view):
         return []
     entropy = view.prediction_entropy
     if entropy is None or entropy < view.thresholds.chance_entropy * chance:
@@ -150,6 +158,13 @@ def loss_at_chance(view):
         "number of classes",
         {"loss": now, "chance_loss": chance, "prediction_entropy": entropy, "classes": width,
          "steps": view.step})]
+
+
+def moving_target(view):
+    """Tensors the loss depends on that another optimizer keeps changing (the model's parameters
+    outside this optimizer, or leaves of the loss's graph): the loss is not this optimizer's
+    alone to move, so a level, rising or swinging loss says nothing of its progress."""
+    return bool(view.signals.get("trained_elsewhere"))
 
 
 def _swings(recent, level):

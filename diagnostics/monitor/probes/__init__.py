@@ -31,6 +31,8 @@ probe                     signal
 ``OptimizerEpsProbe``     an optimizer ``eps`` that its parameters' dtype rounds away
 ``UnregisteredProbe``     tensors with gradients outside the model and the optimizer that
                           never change (layers in a plain Python list)
+``OtherOptimizerProbe``   tensors the loss depends on that another optimizer keeps changing
+                          (a GAN's other player): the loss is a moving target
 ``RanksProbe``            (only in a torch.distributed job, ``monitor.distributed``)
                           fingerprints of parameters, local and reduced gradients, the input
 ========================  ==================================================================
@@ -65,6 +67,7 @@ from .loss import LossProbe
 from .mixed_precision import MixedPrecisionProbe
 from .modes import ModesProbe
 from .optimizer_eps import OptimizerEpsProbe
+from .other_optimizer import OtherOptimizerProbe
 from .outputs import OutputsProbe
 from .probabilities import ProbabilitiesProbe
 from .schedule import ScheduleProbe
@@ -77,10 +80,11 @@ PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsPr
           UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, TrainingModeProbe,
           ProbabilitiesProbe, MixedPrecisionProbe, StepGradientsProbe, ScheduleProbe,
           AccumulationProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe,
-          UnregisteredProbe)
+          UnregisteredProbe, OtherOptimizerProbe)
 
 __all__ = ["PROBES", "Context", "Probe", "AccumulationProbe", "ActivationsProbe",
            "ClippingProbe", "EvalRandomnessProbe", "GradientsProbe", "GraphProbe", "InputsProbe",
            "LearningRateProbe", "LossProbe", "MixedPrecisionProbe", "ModesProbe",
-           "OptimizerEpsProbe", "OutputsProbe", "ProbabilitiesProbe", "ScheduleProbe",
-           "StepGradientsProbe", "TrainingModeProbe", "UnregisteredProbe", "UpdatesProbe"]
+           "OptimizerEpsProbe", "OtherOptimizerProbe", "OutputsProbe", "ProbabilitiesProbe",
+           "ScheduleProbe", "StepGradientsProbe", "TrainingModeProbe", "UnregisteredProbe",
+           "UpdatesProbe"]

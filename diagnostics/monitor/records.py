@@ -187,9 +187,10 @@ class Sample:
     gradients: dict = field(default_factory=dict)     # parameter name -> GradientRecord
     stale: dict = field(default_factory=dict)         # parameter name -> GradientRecord left over
     updates: dict = field(default_factory=dict)       # parameter name -> UpdateRecord
-    sampled_gradients: dict = field(default_factory=dict)  # parameter name -> norm of its
-                            # gradient on the entries its update is measured on (parameters
-                            # larger than that sample only: a sparse gradient may miss them)
+    sampled_gradients: dict = field(default_factory=dict)  # parameter name -> largest |entry|
+                            # of its gradient on the entries its update is measured on
+                            # (parameters larger than that sample only: a sparse gradient may
+                            # miss them all)
     loss_scaled: bool = False          # the backward ran on a scaled loss (GradScaler, or fp16
                                        # autocast seen)
     loss_scale: float | None = None    # the GradScaler's scale, divided out of the gradients

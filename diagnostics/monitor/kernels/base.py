@@ -71,9 +71,10 @@ class Kernels(ABC):
         return self._sample_stride(_numel(tensor)) is not None
 
     @abstractmethod
-    def sample_norm(self, tensor):
-        """The norm of ``tensor`` over the entries ``weight_sample`` takes of a tensor of its
-        shape (a 0-d result): a parameter's gradient where its update is measured."""
+    def sample_largest(self, tensor):
+        """The largest |entry| of ``tensor`` over the entries ``weight_sample`` takes of a
+        tensor of its shape (a 0-d result): whether a parameter's gradient reached the entries
+        its update is measured on (NaN when one of them is NaN)."""
 
     def weight_samples(self, params, *, into=None):
         """``weight_sample`` of each of ``params`` (a list of copies, in order), written into

@@ -71,9 +71,9 @@ class MinigradKernels(Kernels):
             return into
         return entries.copy()
 
-    def sample_norm(self, tensor):
-        with np.errstate(over="ignore", invalid="ignore"):
-            return np.linalg.norm(np.asarray(self._sampled(tensor), dtype=np.float64))
+    def sample_largest(self, tensor):
+        sample = np.asarray(self._sampled(tensor), dtype=np.float64)
+        return np.abs(sample).max() if sample.size else np.float64(0)
 
     def update_statistics(self, param, before):
         now = self._sampled(param)

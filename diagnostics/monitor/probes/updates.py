@@ -3,7 +3,8 @@
 A sample of the weights is copied when the iteration's first gradient arrives (before any
 optimizer steps: backward is still running), all parameters in one fused copy, and compared
 at the next model call, once the optimizer has stepped, for the parameters that got a gradient.
-A parameter larger than the sample also has its gradient's norm on the sampled entries taken
+A parameter larger than the sample also has its gradient's largest |entry| on the sampled
+entries taken
 (``Sample.sampled_gradients``): an embedding's sparse gradient may miss them all, and then an
 unmoved sample says nothing about the optimizer.
 """
@@ -46,7 +47,7 @@ class UpdatesProbe(Probe):
                     [p.tensor for p in self._trainable], into=self._copies)
             self._arrived.add(name)
             if partly:
-                ctx.collector.add((ctx.kernels.sample_norm(grad),), lambda parts: (
+                ctx.collector.add((ctx.kernels.sample_largest(grad),), lambda parts: (
                     sample.sampled_gradients.__setitem__(name, parts[0])))
             return None
         return hook

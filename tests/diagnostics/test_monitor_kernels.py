@@ -23,9 +23,10 @@ def _kernels(model):
     return kernels
 
 
+@pytest.mark.parametrize("shape", [(6, 5), (2, 3, 5)])
 @pytest.mark.parametrize("scale", [0.0, 1.0, 300.0])
-def test_prediction_entropy_is_the_mean_softmax_entropy(backend, scale):
-    logits = (scale * np.random.default_rng(2).standard_normal((6, 5))).astype(np.float32)
+def test_prediction_entropy_is_the_mean_softmax_entropy(backend, scale, shape):
+    logits = (scale * np.random.default_rng(2).standard_normal(shape)).astype(np.float32)
     p = torch.softmax(torch.tensor(logits, dtype=torch.float64), dim=-1)
     expected = float(-(p * torch.log(p.clamp_min(1e-300))).sum(-1).mean())
     result = backend.gather([backend.prediction_entropy(backend.from_numpy(logits))])[0]

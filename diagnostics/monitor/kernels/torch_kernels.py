@@ -44,8 +44,8 @@ class TorchKernels(Kernels):
         x = tensor.detach()
         if x.numel() == 0 or x.dim() == 0 or x.shape[-1] < 2 or not x.is_floating_point():
             return None
-        log_p = self.torch.log_softmax(self._reducible(x), dim=-1)
-        return -(log_p.exp() * log_p).sum(dim=-1).mean()
+        p = self.torch.softmax(self._reducible(x), dim=-1)   # entr(p) = -p ln p, 0 at p = 0
+        return self.torch.special.entr(p).sum() / (p.numel() // p.shape[-1])
 
     def gradient_statistics(self, grad, *, per_unit=False, inv_scale=None):
         if grad.requires_grad:   # (a gradient of a backward with create_graph=True)

@@ -57,13 +57,13 @@ class TorchKernels(Kernels):
         if inv_scale is not None:   # as GradScaler.unscale_ does: multiply by 1 / scale
             flat = self.torch.mul(flat, inv_scale.to(flat.device, non_blocking=True),
                                   out=self._scratch(flat, slot=1))
-        magnitude = self.torch.abs(flat, out=self._scratch(flat))
-        if not per_unit or grad.dim() == 0:
-            largest = magnitude.amax()
-        elif grad.dim() == 1:
-            largest = magnitude.clone()    # the scratch buffer is used again
+        dims = grad.dim()
+        if per_unit and dims == 1:          # a bias: |g| itself is the per-unit result
+            magnitude = largest = self.torch.abs(flat)
         else:
-            largest = magnitude.view(grad.shape[0], -1).amax(dim=1)
+            magnitude = self.torch.abs(flat, out=self._scratch(flat))
+            largest = (magnitude.view(grad.shape[0], -1).amax(dim=1) if per_unit and dims
+                       else magnitude.amax())
         return (self.torch.dot(flat, flat), magnitude.sum(), largest)
 
     def gradient_norms(self, grads):
@@ -218,10 +218,11 @@ class TorchKernels(Kernels):
         """A reusable buffer for elementwise temporaries (no allocation per statistic)."""
         key = (like.dtype, like.device, slot)
         buffer = self._scratch_buffers.get(key)
-        if buffer is None or buffer.numel() < like.numel():
-            buffer = self._scratch_buffers[key] = self.torch.empty(like.numel(), dtype=like.dtype,
-                                                     device=like.device)
-        return buffer[:like.numel()]
+        size = like.numel()
+        if buffer is None or buffer.numel() < size:
+            buffer = self._scratch_buffers[key] = self.torch.empty(size, dtype=like.dtype,
+                                                                   device=like.device)
+        return buffer if buffer.numel() == size else buffer[:size]
 
     def graph_mark(self, tensor):
         """torch's graph nodes take no weak reference: a no-op hook object on the node lives

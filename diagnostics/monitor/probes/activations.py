@@ -108,7 +108,7 @@ class ActivationsProbe(Probe):
             name = self._call_name(layer)
             stats = ctx.kernels.activation_statistics(tensor, saturation=saturation)
             if stats is not None:
-                self._queued.append((sample, name, math.prod(tensor.shape), len(stats)))
+                self._queued.append((sample, name, tensor.numel(), len(stats)))
                 self._results += stats
             return None
         saturation = layer.saturation

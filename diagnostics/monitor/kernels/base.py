@@ -252,11 +252,13 @@ class Kernels(ABC):
         (what backward gives a ``.grad``), each once, within ``GRAPH_NODES_WALKED`` nodes;
         read off ``walk`` (``walk_graph(tensor)``) when given."""
         walk = self.walk_graph(tensor) if walk is None else walk
-        leaves = {}
-        for node, _, _ in walk.nodes:
-            for leaf in self._node_leaves(node):
-                leaves.setdefault(id(leaf), leaf)
-        return list(leaves.values())
+        if walk.leaves is None:   # read once per walk, by every probe that asks
+            leaves = {}
+            for node, _, _ in walk.nodes:
+                for leaf in self._node_leaves(node):
+                    leaves.setdefault(id(leaf), leaf)
+            walk.leaves = list(leaves.values())
+        return list(walk.leaves)
 
     @abstractmethod
     def _node_leaves(self, node):
@@ -308,6 +310,7 @@ class GraphWalk:
 
     def __init__(self, nodes, parent):
         self.nodes, self.parent = nodes, parent
+        self.leaves = None    # graph_leaves, once read
 
 
 class GraphMark:

@@ -13,6 +13,7 @@ class TorchKernels(Kernels):
         self.torch = backend.torch
         self._scratch_buffers = {}
         self._views = {}    # id(param) -> (weak ref, data pointer, shape, its sample view)
+        self._nows = []     # update_statistics_many's contiguous copies of the weights now
 
     def activation_statistics(self, tensor, *, saturation=None, zeros=True):
         torch = self.torch
@@ -133,8 +134,21 @@ class TorchKernels(Kernels):
         torch = self.torch
         nows = [self._reducible(self._sample_view(p)) for p in params]
         deltas = [self._reducible(b) for b in befores]
-        torch._foreach_sub_(deltas, nows)      # one fused pass per device and dtype
-        return list(torch._foreach_norm(deltas + nows))
+        copies = self._now_buffers(nows)     # contiguous: the fused kernels' fast path
+        torch._foreach_copy_(copies, nows)
+        torch._foreach_sub_(deltas, copies)  # one fused pass per device and dtype
+        return list(torch._foreach_norm(deltas + copies))
+
+    def _now_buffers(self, nows):
+        """Contiguous buffers shaped as ``nows``, kept from one sampled step to the next."""
+        kept = self._nows
+        if len(kept) != len(nows) or any(
+                k.shape != n.shape or k.dtype != n.dtype or k.device != n.device
+                for k, n in zip(kept, nows)):
+            contiguous = self.torch.contiguous_format
+            kept = self._nows = [self.torch.empty_like(n, memory_format=contiguous)
+                                 for n in nows]
+        return kept
 
     def value_sample(self, tensor, *, limit):
         x = tensor.detach()
@@ -213,6 +227,7 @@ class TorchKernels(Kernels):
     def release_scratch(self):
         self._scratch_buffers = {}
         self._views = {}
+        self._nows = []
 
     def _scratch(self, like, *, slot=0):
         """A reusable buffer for elementwise temporaries (no allocation per statistic)."""

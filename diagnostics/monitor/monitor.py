@@ -43,8 +43,9 @@ class Monitor:
     the tensor's device and brought to the host in one transfer per sampled step; a loss on
     the CPU is read at its own step (a NaN loss is alerted at once). A sampled iteration reads
     every activation and gradient several times over: on a CPU that costs about as much as a
-    training step of a small MLP (``every=1`` runs 1.9x slower, the reductions alone 1.4-1.5x),
-    so sample sparsely (the default 50: 1.03-1.05x) unless you are chasing a transient.
+    training step of a small MLP (``every=1`` runs 1.6-1.7x slower, the reductions alone
+    1.3-1.4x), so sample sparsely (the default 50: 1.02-1.06x) unless you are chasing a
+    transient.
 
     Checks look back over the last ``window`` sampled steps. Each finding records the step it
     was first and last seen; once its check has run at three later steps without finding it

@@ -39,9 +39,12 @@ class AttachedMonitor:
         self.failure = None
         self._losses, self._steps = [], 0
 
-    def add_loss(self, loss):
-        """One micro-batch's loss (a one-element tensor, detached here)."""
-        self._losses.append(loss.detach().reshape(()))
+    def add_loss(self, loss, *, graph=False):
+        """One micro-batch's loss (a one-element tensor); detached here unless ``graph``: the
+        loss backward ran on, kept with its graph until ``step()`` for the Monitor's graph
+        signals (which layers it reached, what produced the output, a softmax fed to
+        cross-entropy)."""
+        self._losses.append(loss.reshape(()) if graph else loss.detach().reshape(()))
 
     def step(self):
         """The optimizer stepped: one Monitor iteration with the mean of the losses since."""

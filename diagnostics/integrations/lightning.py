@@ -20,6 +20,12 @@ class GradhuntCallback(Callback):
     2 warning, 3 error) and to the ``gradhunt`` Python logger; the report is printed when fit
     ends. The Monitor is closed at the end of fit, on an exception and at teardown.
 
+    With automatic optimization and no GradScaler, the Monitor gets the loss that backward ran
+    on (``on_before_backward``), graph and all, so the signals read from the loss's graph
+    (layers kept in a plain list, a softmax fed to cross-entropy, whether the loss scores
+    classes at all) work as in a plain loop; under a GradScaler that loss is scaled, and the
+    one ``training_step`` returned is used, detached.
+
     Args:
         every: sample every ``every``-th optimizer step (the Monitor's ``every``).
         sinks: Monitor sinks (``CSVSink``, ``JSONLSink``, ...) for the per-step statistics.
@@ -42,6 +48,7 @@ class GradhuntCallback(Callback):
         self._attached = None
         self._trainer = None
         self._last_step = 0
+        self._live = None         # the loss backward ran on in this batch, with its graph
 
     @property
     def findings(self):
@@ -59,14 +66,21 @@ class GradhuntCallback(Callback):
             pl_module, optimizers[0] if len(optimizers) == 1 else None, every=self.every,
             sinks=self.sinks, on_finding=self._on_finding)
 
+    def on_before_backward(self, trainer, pl_module, loss):
+        if (self._attached is not None and pl_module.automatic_optimization
+                and getattr(trainer.precision_plugin, "scaler", None) is None
+                and isinstance(loss, _tensor_type()) and loss.numel() == 1):
+            self._live = loss
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         if self._attached is None:
             return
-        loss = _loss_of(outputs)
+        live, self._live = self._live, None
+        loss = live if live is not None else _loss_of(outputs)
         if loss is not None:
             if pl_module.automatic_optimization:     # Lightning divided it by k for backward
                 loss = loss * trainer.accumulate_grad_batches
-            self._attached.add_loss(loss)
+            self._attached.add_loss(loss, graph=live is not None)
         if trainer.global_step > self._last_step:    # the optimizer stepped on this batch
             self._last_step = trainer.global_step
             self._attached.step()
@@ -87,6 +101,7 @@ class GradhuntCallback(Callback):
         self._close()
 
     def _close(self):
+        self._live = None
         attached, self._attached = self._attached, None
         if attached is not None:
             if self.report is None:
@@ -100,6 +115,12 @@ class GradhuntCallback(Callback):
                                step=trainer.global_step)
         if trainer.is_global_zero:
             log_finding(finding, "Lightning")
+
+
+def _tensor_type():
+    import torch
+
+    return torch.Tensor
 
 
 def _loss_of(outputs):

@@ -76,6 +76,47 @@ def test_a_healthy_fit_with_accumulation_clipping_and_bf16_autocast_has_no_findi
     assert _hooks_left(module) == []
 
 
+class ListedLayers(Classifier):
+    """Its hidden layer kept in a plain Python list: the optimizer never sees it."""
+
+    def __init__(self, lr):
+        super().__init__(lr)
+        self.layers = [torch.nn.Linear(16, 16)]
+
+    def forward(self, x):
+        return self.net(torch.relu(self.layers[0](x)))
+
+
+class Regression(Classifier):
+    """Four outputs fitted by squared error: no class count to read off them."""
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.mse_loss(self(x), torch.nn.functional.one_hot(y, 4).float())
+
+
+def test_the_loss_backward_ran_on_feeds_the_graph_signals():
+    """Layers in a plain list are found from the loss's graph (the loss training_step returns
+    reaches the callback detached; on_before_backward has it whole), with accumulation too."""
+    module, callback = ListedLayers(HEALTHY_LR), GradhuntCallback(every=5, print_report=False)
+    _fit(module, callback, accumulate_grad_batches=2)
+    found = [f for f in callback.report.findings if f.code == "UNREGISTERED_PARAMETERS"]
+    assert len(found) == 1 and found[0].severity == "warning"
+    assert "(16x16, 16)" in found[0].message
+    assert _hooks_left(module) == []
+
+
+def test_a_regression_has_no_class_count_through_lightning():
+    """From the graph the Monitor sees that the loss scores no classes: the output's width is
+    not read as a class count (it was, from the detached loss)."""
+    module, callback = Regression(HEALTHY_LR), GradhuntCallback(every=5, print_report=False)
+    _fit(module, callback)
+    assert "classes" not in callback.report.loss
+    classifier, plain = Classifier(HEALTHY_LR), GradhuntCallback(every=5, print_report=False)
+    _fit(classifier, plain)
+    assert plain.report.loss["classes"] == 4
+
+
 def test_a_learning_rate_100x_too_high_is_found_and_logged(tmp_path):
     module, callback = Classifier(HEALTHY_LR * 100), GradhuntCallback(every=5,
                                                                       print_report=False)

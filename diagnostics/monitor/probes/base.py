@@ -1,6 +1,8 @@
 """``Probe``: one signal of the Monitor, and ``Context``: what the probes of one Monitor share."""
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass
 class Context:
@@ -102,3 +104,9 @@ class Probe:
 
     def close(self):
         """Drop what the probe holds (the Monitor removes the hooks)."""
+
+
+def floating(tensor):
+    """Whether ``tensor`` has a floating dtype, torch's or NumPy's (minigrad's)."""
+    flag = getattr(tensor.dtype, "is_floating_point", None)
+    return bool(flag) if flag is not None else np.dtype(tensor.dtype).kind == "f"

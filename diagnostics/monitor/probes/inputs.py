@@ -6,10 +6,9 @@ present (Hugging Face's ``input_ids``, ``pixel_values``, ...), else the first fl
 among the keywords, else the first tensor (a mask or the labels tell nothing about the data).
 Token ids give the batch size but no statistics (they are not floating).
 """
-import numpy as np
 
 from .activations import queue_activation
-from .base import Probe
+from .base import Probe, floating
 
 INPUT_NAMES = ("input_ids", "inputs_embeds", "pixel_values", "input_values", "input_features",
                "inputs", "input", "x")
@@ -25,15 +24,9 @@ def input_tensor(backend, args, kwargs):
     if named is not None:
         return named
     tensors = [v for v in kwargs.values() if is_tensor(v)]
-    floating = [t for t in tensors if _floating(t)]
-    return (floating or tensors or [None])[0]
+    floats = [t for t in tensors if floating(t)]
+    return (floats or tensors or [None])[0]
 
-
-def _floating(tensor):
-    flag = getattr(tensor.dtype, "is_floating_point", None)
-    if flag is not None:
-        return bool(flag)
-    return np.dtype(tensor.dtype).kind == "f"
 
 
 class InputsProbe(Probe):

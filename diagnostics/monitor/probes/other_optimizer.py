@@ -22,7 +22,7 @@ import weakref
 
 import numpy as np
 
-from .base import Probe
+from .base import Probe, floating
 
 MOVES = 2       # sampled steps at which a tensor changed: trained, not edited once
 _WATCHED = 32   # tensors followed at once (those found frozen not counted)
@@ -79,7 +79,7 @@ class OtherOptimizerProbe(Probe):
             tensors += ctx.kernels.graph_leaves(loss, walk=ctx.loss_walk(loss))
         self._input_leaves, self._look = [], True
         for tensor in tensors:
-            if id(tensor) not in held and _floating(tensor):
+            if id(tensor) not in held and floating(tensor):
                 self._follow(id(tensor), tensor)
         for key, entry in self._followed.items():
             tensor = entry.ref()
@@ -129,11 +129,6 @@ def _sighted(entry, step, values, window):
     if entry.changes == 0 and step - entry.first_step > window:
         entry.frozen, entry.values = True, None
 
-
-def _floating(tensor):
-    """A floating dtype, torch's or NumPy's."""
-    flag = getattr(tensor.dtype, "is_floating_point", None)
-    return flag if flag is not None else np.dtype(tensor.dtype).kind == "f"
 
 
 def _shape(shape):

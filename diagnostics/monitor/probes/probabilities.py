@@ -26,9 +26,8 @@ name the module whose output it was.
 from collections import deque
 from dataclasses import dataclass
 
-import numpy as np
 
-from .base import Probe
+from .base import Probe, floating
 
 SIMPLEX_TOLERANCE = 2e-3   # |row sum - 1| and -min(entry) of a float16 softmax stay below this
 SIMPLEX_RECHECK = 10       # an output off the simplex is measured again this many samples on
@@ -117,7 +116,7 @@ class ProbabilitiesProbe(Probe):
             return None
         shape = tuple(tensor.shape)
         axes = [axis for axis in dict.fromkeys((1, len(shape) - 1)) if shape[axis] >= 2]
-        if not axes or _count(shape) == 0 or not _floating(tensor) or not self._rows_wanted():
+        if not axes or _count(shape) == 0 or not floating(tensor) or not self._rows_wanted():
             return None
         pending = {"step": ctx.step, "axes": axes, "classes": [shape[a] for a in axes],
                    "simplex": [ctx.kernels.simplex_deviation(tensor, a) for a in axes],
@@ -205,11 +204,6 @@ class ProbabilitiesProbe(Probe):
 
 _SQUASHERS = {"Sigmoid": "sigmoid", "Softmax": "softmax"}   # module types and graph ops
 
-
-def _floating(tensor):
-    """A floating dtype, torch's or NumPy's."""
-    flag = getattr(tensor.dtype, "is_floating_point", None)
-    return flag if isinstance(flag, bool) else np.dtype(tensor.dtype).kind == "f"
 
 
 def _count(shape):

@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from .base import Probe
+from .base import Probe, floating
 
 SIGHTINGS = 3   # sampled steps a tensor is seen at, unchanged, before it is reported
 _WATCHED = 32   # outside tensors followed at once
@@ -65,7 +65,7 @@ class UnregisteredProbe(Probe):
                    if id(t) not in self._known and id(t) not in self._inputs]
         if outside:
             held = self._held_now()
-            outside = [t for t in outside if id(t) not in held and _floating(t)]
+            outside = [t for t in outside if id(t) not in held and floating(t)]
         for tensor in outside:
             entry = self._follow(tensor)
             if entry is not None and not entry.changed:
@@ -122,8 +122,3 @@ def _sighted(entry, step, values):
     entry.values, entry.last_step = values, step
     entry.sightings += 1
 
-
-def _floating(tensor):
-    """A floating dtype, torch's or NumPy's (a complex tensor's values are not sampled)."""
-    flag = getattr(tensor.dtype, "is_floating_point", None)
-    return flag if flag is not None else np.dtype(tensor.dtype).kind == "f"

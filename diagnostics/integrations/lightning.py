@@ -68,9 +68,8 @@ class GradhuntCallback(Callback):
 
     def on_before_backward(self, trainer, pl_module, loss):
         if (self._attached is not None and pl_module.automatic_optimization
-                and getattr(trainer.precision_plugin, "scaler", None) is None
-                and isinstance(loss, _tensor_type()) and loss.numel() == 1):
-            self._live = loss
+                and getattr(trainer.precision_plugin, "scaler", None) is None):
+            self._live = _loss_of(loss)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         if self._attached is None:
@@ -117,14 +116,9 @@ class GradhuntCallback(Callback):
             log_finding(finding, "Lightning")
 
 
-def _tensor_type():
-    import torch
-
-    return torch.Tensor
-
-
 def _loss_of(outputs):
-    """The training loss in what ``training_step`` returned: a tensor or a dict's ``"loss"``."""
+    """The training loss in what ``training_step`` returned (a tensor or a dict's ``"loss"``),
+    or the loss backward runs on: a one-element tensor, else None."""
     import torch
 
     loss = outputs.get("loss") if isinstance(outputs, dict) else outputs

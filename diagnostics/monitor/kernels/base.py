@@ -1,5 +1,6 @@
 """``Kernels``: what the Monitor computes on a framework's tensors, in one interface."""
 import contextlib
+import math
 import re
 import weakref
 from abc import ABC, abstractmethod
@@ -68,7 +69,7 @@ class Kernels(ABC):
 
     def samples_partly(self, tensor):
         """Whether ``weight_sample`` takes only some of ``tensor``'s entries."""
-        return self._sample_stride(_numel(tensor)) is not None
+        return self._sample_stride(math.prod(tensor.shape)) is not None
 
     @abstractmethod
     def sample_largest(self, tensor):
@@ -291,13 +292,6 @@ class Kernels(ABC):
     def _saved_state(self, node):
         """Of one graph node: True if it holds saved tensors, False if backward freed them,
         None if it saved nothing."""
-
-
-def _numel(tensor):
-    total = 1
-    for size in tensor.shape:
-        total *= size
-    return total
 
 
 _NODE_OPS = {}   # node label -> its op (a graph walk meets the same few labels every step)

@@ -19,6 +19,7 @@ class UpdatesProbe(Probe):
         super().__init__(ctx)
         self.last = {}            # parameter name -> the latest UpdateRecord
         self._trainable = list(ctx.layout.trainable)
+        self._tensors = [p.tensor for p in self._trainable]
         self._copies = None       # weight sample buffers of every trainable one, reused
         self._arrived = set()     # names of the parameters with a gradient this iteration
         self._pending = []        # (sample, param, copy) waiting for the optimizer's step
@@ -43,8 +44,7 @@ class UpdatesProbe(Probe):
             if sample is None or name in self._arrived:
                 return None
             if not self._arrived:   # the first gradient: no optimizer has stepped yet
-                self._copies = ctx.kernels.weight_samples(
-                    [p.tensor for p in self._trainable], into=self._copies)
+                self._copies = ctx.kernels.weight_samples(self._tensors, into=self._copies)
             self._arrived.add(name)
             if partly:
                 ctx.collector.add((ctx.kernels.sample_largest(grad),), lambda parts: (

@@ -232,14 +232,11 @@ def _opponent_note(result, opponents, held):
         f"and the loss went from {result.initial_loss:.4g} to {result.final_loss:.4g} in "
         f"{result.max_steps} steps; with them held still it {how}: an adversarial objective "
         f"(a GAN's) cannot reach 0 on one batch")
-    return Finding(
-        "OVERFIT_FAILED", "info", "loss", message,
+    return _not_judged(
+        result, message,
         "nothing to fix if the other network is trained against this one by design; "
         "overfit_one_batch without train_step (this side's optimizer) tests this side alone",
-        {"initial_loss": result.initial_loss, "final_loss": result.final_loss,
-         "target_loss": result.target_loss, "steps": result.max_steps,
-         "opponent": found, "held_still_steps": held.steps,
-         "held_still_final_loss": held.final_loss})
+        opponent=found, held_still_steps=held.steps, held_still_final_loss=held.final_loss)
 
 
 def _opponent_cause(opponents, held):
@@ -274,13 +271,19 @@ def _noise_floor_note(backend, batch, result, start, floor):
         f"the same parameters give losses from {low:.4g} to {high:.4g} on it (the forward "
         f"samples: reparameterisation noise, dropout){fixed}; it fell from {start:.4g} to "
         f"{level:.4g}, {share:.0%} of the way down to {floor:.4g}")
-    return Finding(
-        "OVERFIT_FAILED", "info", "loss", message,
+    return _not_judged(
+        result, message,
         "nothing to fix if the sampling is by design (a VAE); to test memorisation, overfit "
         "with it off (the mean instead of a sample, no dropout) and the fit term alone",
+        start_level=start, level=level, floor=floor, draws=draws)
+
+
+def _not_judged(result, message, suggestion, **evidence):
+    """The info OVERFIT_FAILED of an inconclusive run: the run's losses, then ``evidence``."""
+    return Finding(
+        "OVERFIT_FAILED", "info", "loss", message, suggestion,
         {"initial_loss": result.initial_loss, "final_loss": result.final_loss,
-         "target_loss": result.target_loss, "steps": result.max_steps, "start_level": start,
-         "level": level, "floor": floor, "draws": draws})
+         "target_loss": result.target_loss, "steps": result.max_steps, **evidence})
 
 
 def _still_falling(losses, accuracies, start):

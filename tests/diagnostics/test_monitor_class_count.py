@@ -13,18 +13,24 @@ FRAMEWORKS = frameworks()
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def _classes_read(fw, loss_of):
+def _watched(fw, loss_of, *, steps=12, lr=0.05, as_number=False):
+    """A closed Monitor(every=1) over ``steps`` of an MLP trained with ``loss_of``; the loss
+    handed to ``step`` as a number with ``as_number``."""
     x, y = teacher_data(0)
     model = mlp(fw, (FEATURES, 32, CLASSES))
-    optimizer = fw.optim.SGD(model.parameters(), lr=0.05)
+    optimizer = fw.optim.SGD(model.parameters(), lr=lr)
     with Monitor(model, optimizer, every=1) as monitor:
-        for xb, yb in batches(x, y, steps=12):
+        for xb, yb in batches(x, y, steps=steps):
             optimizer.zero_grad()
             loss = loss_of(fw, model(fw.inputs(xb)), yb)
             loss.backward()
             optimizer.step()
-            monitor.step(loss)
-    return monitor.report().loss.get("classes")
+            monitor.step(loss.item() if as_number else loss)
+    return monitor
+
+
+def _classes_read(fw, loss_of):
+    return _watched(fw, loss_of).report().loss.get("classes")
 
 
 def _cross_entropy(fw, out, y):
@@ -53,16 +59,7 @@ def test_a_loss_without_softmax_has_no_class_count(fw, loss_of):
 @pytest.mark.parametrize("fw", FRAMEWORKS, ids=lambda fw: fw.name)
 def test_a_loss_passed_as_a_number_keeps_the_output_width(fw):
     """Without a graph nothing says what the loss is: the output is read as before."""
-    x, y = teacher_data(0)
-    model = mlp(fw, (FEATURES, 32, CLASSES))
-    optimizer = fw.optim.SGD(model.parameters(), lr=0.05)
-    with Monitor(model, optimizer, every=1) as monitor:
-        for xb, yb in batches(x, y, steps=12):
-            optimizer.zero_grad()
-            loss = _regression(fw, model(fw.inputs(xb)), yb)
-            loss.backward()
-            optimizer.step()
-            monitor.step(loss.item())
+    monitor = _watched(fw, _regression, as_number=True)
     assert monitor.report().loss.get("classes") == CLASSES
 
 
@@ -71,18 +68,9 @@ def test_the_prediction_entropy_is_measured_only_while_the_loss_is_near_chance(f
     """LOSS_AT_CHANCE alone reads the entropy, and only with the loss within 5% of ln C: it is
     measured on the first sample and then only while the latest loss lies near ln C."""
     def entropies(scale):
-        x, y = teacher_data(0)
-        model = mlp(fw, (FEATURES, 32, CLASSES))
-        optimizer = fw.optim.SGD(model.parameters(), lr=0.0)
-        with Monitor(model, optimizer, every=1) as monitor:
-            for xb, yb in batches(x, y, steps=6):
-                optimizer.zero_grad()
-                loss = fw.F.cross_entropy(model(fw.inputs(xb)) * scale, fw.labels(yb))
-                loss.backward()
-                optimizer.step()
-                monitor.step(loss)
-            losses = monitor.history.losses
-            return losses, [s.output_entropy for s in monitor._view().samples]
+        monitor = _watched(fw, lambda fw, out, y: fw.F.cross_entropy(out * scale, fw.labels(y)),
+                           steps=6, lr=0.0)
+        return monitor.history.losses, [s.output_entropy for s in monitor._view().samples]
     confident, far = entropies(200.0)        # huge logits: a loss far above ln C
     assert min(confident) > 1.5 * np.log(CLASSES)
     assert far[0] is not None and far[1:] == [None] * 5

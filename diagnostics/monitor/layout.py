@@ -53,7 +53,7 @@ class Layout:
                        for name, module in modules
                        if not any(True for _ in module.children())
                        and module_kind(module) != RESHAPE]
-        held = _optimizer_parameter_ids(optimizer)
+        held = optimizer_parameter_ids(optimizer)
         self.params = [ParamInfo(name, name.rpartition(".")[0], tuple(param.shape),
                                  bool(param.requires_grad),
                                  None if held is None else id(param) in held, param)
@@ -124,7 +124,9 @@ def display_name(name):
     return name if name else "(model)"
 
 
-def _optimizer_parameter_ids(optimizer):
+def optimizer_parameter_ids(optimizer):
+    """Ids of the tensors in the optimizer's ``param_groups`` as they are now; None without an
+    optimizer (a DiagnosticsError for an object without param groups)."""
     if optimizer is None:
         return None
     groups = getattr(optimizer, "param_groups", None)

@@ -22,6 +22,7 @@ import weakref
 
 import numpy as np
 
+from ..layout import optimizer_parameter_ids
 from .base import Probe, floating
 
 MOVES = 2       # sampled steps at which a tensor changed: trained, not edited once
@@ -72,8 +73,7 @@ class OtherOptimizerProbe(Probe):
         ctx = self.ctx
         if not self._active or ctx.sample is None:
             return False
-        held = {id(p) for group in getattr(ctx.optimizer, "param_groups", None) or ()
-                for p in group.get("params", ())}
+        held = optimizer_parameter_ids(ctx.optimizer)
         tensors = [p.tensor for p in ctx.layout.trainable] + self._input_leaves
         if ctx.backend.is_tensor(loss) and getattr(loss, "grad_fn", None) is not None:
             tensors += ctx.kernels.graph_leaves(loss, walk=ctx.loss_walk(loss))

@@ -12,6 +12,7 @@ import weakref
 
 import numpy as np
 
+from ..layout import optimizer_parameter_ids
 from .base import Probe, floating
 
 SIGHTINGS = 3   # sampled steps a tensor is seen at, unchanged, before it is reported
@@ -77,9 +78,7 @@ class UnregisteredProbe(Probe):
         are now (a module or a parameter group added after the Monitor was built)."""
         backend = self.ctx.backend
         held = {id(t) for _, t in (*backend.named_parameters(), *backend.named_buffers())}
-        for group in getattr(self.ctx.optimizer, "param_groups", None) or ():
-            held.update(id(p) for p in group.get("params", ()))
-        return held
+        return held | (optimizer_parameter_ids(self.ctx.optimizer) or set())
 
     def _follow(self, tensor):
         entry = self._outside.get(id(tensor))

@@ -112,3 +112,27 @@ def test_weight_samples_at_once_match_one_by_one_and_follow_replaced_storage(nam
         now = kernels.gather([kernels.weight_sample(params[i])])[0]
         assert deltas_and_norms[i] == pytest.approx(np.sqrt(now.size), rel=1e-5)   # |Δ| = 1
         assert deltas_and_norms[2 + i] == pytest.approx(np.linalg.norm(now), rel=1e-5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.integers(1, 300), cols=st.integers(1, 300), offset=st.integers(0, 40),
+       transposed=st.booleans(), limit=st.sampled_from([64, 256, 4096]))
+def test_a_torch_sample_takes_every_strided_run_of_the_flattened_tensor(rows, cols, offset,
+                                                                         transposed, limit):
+    """Whatever the layout (contiguous, a view at an offset into a larger buffer, a transposed
+    one), the sample is every ``stride``-th run of ``SAMPLE_BLOCK`` neighbours of the tensor
+    flattened in its logical order: the entries the update sizes are measured on."""
+    kernels = _kernels(MODELS["torch"]())
+    buffer = torch.arange(offset + rows * cols, dtype=torch.float32)
+    tensor = buffer[offset:].view(rows, cols)
+    tensor = tensor.t() if transposed else tensor
+    flat = tensor.reshape(-1)
+    plan = kernels._sample_stride(flat.numel(), limit)
+    sample = kernels._sampled(tensor, limit=limit)
+    if plan is None:
+        expected = flat
+    else:
+        blocks, stride = plan
+        block = kernels.SAMPLE_BLOCK
+        expected = flat[:blocks * block].view(blocks, block)[::stride]
+    assert torch.equal(sample, expected)

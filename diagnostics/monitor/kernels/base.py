@@ -88,11 +88,22 @@ class Kernels(ABC):
         """``(|w - before|, |w|)`` over the entries ``weight_sample`` took, ``w`` being
         ``param`` now; ``before`` (ours) may be overwritten."""
 
-    def update_statistics_many(self, params, befores):
+    def update_statistics_many(self, params, befores, *, nows=None):
         """``update_statistics`` of each pair at once: ``[|w - before| of each, then |w| of
-        each]``, in order (a framework may fuse them into a few operations)."""
+        each]``, in order (a framework may fuse them into a few operations). With ``nows`` (a
+        list, one entry per parameter), each entry becomes the ``weight_sample`` of ``w`` now,
+        written into the buffer there when it fits, else a new one: while ``weights_token``
+        holds, it may serve as the next ``before``."""
+        if nows is not None:
+            nows[:] = [self.weight_sample(p, into=b) for p, b in zip(params, nows)]
         pairs = [self.update_statistics(p, b) for p, b in zip(params, befores)]
         return [delta for delta, _ in pairs] + [weight for _, weight in pairs]
+
+    def weights_token(self, tensor):
+        """A value that changes whenever ``tensor``'s entries may have changed (written in place,
+        a new storage behind it); None when the framework cannot tell (then a copy taken
+        earlier is never trusted to still hold them)."""
+        return None
 
     @abstractmethod
     def value_sample(self, tensor, *, limit):

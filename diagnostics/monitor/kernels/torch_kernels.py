@@ -98,10 +98,7 @@ class TorchKernels(Kernels):
 
     def weight_samples(self, params, *, into=None):
         views = [self._sample_view(p) for p in params]
-        fits = (into is not None and len(into) == len(views)
-                and all(b.shape == v.shape and b.dtype == v.dtype and b.device == v.device
-                        for b, v in zip(into, views)))
-        if not fits:
+        if not _fit(into, views):
             return [v.clone() for v in views]
         self.torch._foreach_copy_(into, views)   # one fused copy per device and dtype
         return into
@@ -131,14 +128,26 @@ class TorchKernels(Kernels):
         norm = self.torch.linalg.vector_norm
         return (norm(delta), norm(now))
 
-    def update_statistics_many(self, params, befores):
+    def update_statistics_many(self, params, befores, *, nows=None):
         torch = self.torch
-        nows = [self._reducible(self._sample_view(p)) for p in params]
+        views = [self._sample_view(p) for p in params]
+        if nows is None:
+            copies = self._now_buffers(views)
+        else:
+            contiguous = torch.contiguous_format
+            nows[:] = [b if _fit([b], [v]) else torch.empty_like(v, memory_format=contiguous)
+                       for b, v in zip(nows, views)]
+            copies = nows
+        torch._foreach_copy_(copies, views)   # contiguous: the fused kernels' fast path
+        copies = [self._reducible(c) for c in copies]
         deltas = [self._reducible(b) for b in befores]
-        copies = self._now_buffers(nows)     # contiguous: the fused kernels' fast path
-        torch._foreach_copy_(copies, nows)
         torch._foreach_sub_(deltas, copies)  # one fused pass per device and dtype
         return list(torch._foreach_norm(deltas + copies))
+
+    def weights_token(self, tensor):
+        # the version counter moves with every in-place write (an optimizer's step, copy_
+        # under no_grad); the data pointer with ``param.data = ...``
+        return (tensor._version, tensor.data_ptr())
 
     def _now_buffers(self, nows):
         """Contiguous buffers shaped as ``nows``, kept from one sampled step to the next."""
@@ -319,6 +328,15 @@ class TorchKernels(Kernels):
 
 
 _SAVED_ATTRS = {}   # graph node type -> its "_saved_..." attributes
+
+
+def _fit(buffers, tensors):
+    """Whether ``buffers`` (a list, or None) can take a contiguous copy of each of
+    ``tensors``."""
+    return (buffers is not None and len(buffers) == len(tensors)
+            and all(b is not None and b.shape == t.shape and b.dtype == t.dtype
+                    and b.device == t.device and b.is_contiguous()
+                    for b, t in zip(buffers, tensors)))
 
 
 @functools.cache

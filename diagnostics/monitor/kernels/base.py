@@ -23,10 +23,11 @@ class Kernels(ABC):
         self.backend = backend
 
     @abstractmethod
-    def activation_statistics(self, tensor, *, saturation=None, zeros=True):
+    def activation_statistics(self, tensor, *, saturation=None, zeros=True, extremes=True):
         """``(sum, sum of squares, nonzero count, unit max, unit min)``, and the saturated count
         when ``saturation=(center, radius)`` is given (elements with |x - center| > radius);
-        ``zeros=False`` leaves the nonzero count out (the model input's: no check reads it).
+        ``zeros=False`` leaves the nonzero count out (the model input's: no check reads it);
+        ``extremes=False`` the unit extremes (a ReLU's: they follow from its input's).
 
         Units lie on axis 1 (features of (N, F), channels of (N, C, ...)); a 0-d or 1-d
         tensor is one unit. None for an empty or non-floating tensor.

@@ -8,9 +8,10 @@ from .base import Kernels
 
 class MinigradKernels(Kernels):
 
-    def activation_statistics(self, tensor, *, saturation=None, zeros=True):
+    def activation_statistics(self, tensor, *, saturation=None, zeros=True, extremes=True):
         with np.errstate(over="ignore", invalid="ignore"):   # inf/NaN are what we report
-            return self._activation_statistics(tensor, saturation, zeros)
+            stats = self._activation_statistics(tensor, saturation, zeros)
+        return stats if extremes or stats is None else stats[:3]
 
     def _activation_statistics(self, tensor, saturation, zeros):
         x = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)

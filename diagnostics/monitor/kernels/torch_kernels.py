@@ -16,13 +16,16 @@ class TorchKernels(Kernels):
         self._views = {}    # id(param) -> (weak ref, data pointer, shape, its sample view)
         self._nows = []     # update_statistics_many's contiguous copies of the weights now
 
-    def activation_statistics(self, tensor, *, saturation=None, zeros=True):
+    def activation_statistics(self, tensor, *, saturation=None, zeros=True, extremes=True):
         torch = self.torch
         x = tensor.detach()
         if x.numel() == 0 or not x.is_floating_point():
             return None
         x = self._reducible(x)
         flat = x.reshape(-1)
+        if not extremes:
+            return (flat.sum(), torch.dot(flat, flat),
+                    torch.ne(flat, 0, out=self._scratch(flat)).sum())
         if x.dim() < 2:
             unit_max, unit_min = flat.amax().reshape(1), flat.amin().reshape(1)
         else:

@@ -11,8 +11,14 @@ Layers are recorded in training calls of the model (gradients on when it was cal
 where part of it runs under ``no_grad`` (a frozen backbone); a call of the whole model without
 gradients is an evaluation pass and is left out. A compiled model is seen through a replay of
 its module underneath (``monitor/compiled.py``).
+
+A plain ``ReLU`` applied to the output the previous hook just measured (a Linear's, a
+BatchNorm's), unchanged since but by the ReLU itself, takes its unit extremes from that
+measurement (``relu(max) = max(max, 0)``, exactly) instead of two more passes over the tensor.
 """
 import math
+
+import numpy as np
 
 from ..compiled import module_underneath, replay
 from ..history import activation_columns
@@ -49,8 +55,11 @@ class ActivationsProbe(Probe):
         self._replayed = False        # this sampled iteration's replay is done
         self.replays = 0
         self.replay_error = None      # what the replay of a compiled model raised, if it did
-        self._queued = []             # (sample, name, elements, results) for the transfer
+        self._queued = []             # (sample, name, elements, results, source) for the
+                                      # transfer; source: where a ReLU's extremes come from
         self._results = []            # their statistics, in the same order
+        self._measured = None         # (tensor, its weights_token, where its unit max is in
+                                      # _results): the latest output measured whole
 
     def attach(self):
         backend = self.ctx.backend
@@ -70,6 +79,7 @@ class ActivationsProbe(Probe):
 
     def on_forward(self, args, kwargs, grad_enabled):
         self._calls = {}
+        self._measured = None
         self._training_call = grad_enabled and self.ctx.sample is not None
         if self._training_call and self._underneath is not None and not self._replayed:
             self._replayed = True
@@ -77,6 +87,7 @@ class ActivationsProbe(Probe):
 
     def _on_model_output(self, module, args, output):
         self._training_call = False
+        self._measured = None
         return None
 
     def _replay(self, args, kwargs):
@@ -106,26 +117,50 @@ class ActivationsProbe(Probe):
             if tensor is None:
                 return None
             name = self._call_name(layer)
-            stats = ctx.kernels.activation_statistics(tensor, saturation=saturation)
-            if stats is not None:
-                self._queued.append((sample, name, tensor.numel(), len(stats)))
-                self._results += stats
+            source = self._rectified_from(args, tensor) if plain_relu else None
+            if source is not None:
+                stats = ctx.kernels.activation_statistics(tensor, extremes=False)
+            else:
+                stats = ctx.kernels.activation_statistics(tensor, saturation=saturation)
+            if stats is None:
+                return None
+            self._queued.append((sample, name, tensor.numel(), len(stats), source))
+            if source is None:
+                self._measured = (tensor, ctx.kernels.weights_token(tensor),
+                                  len(self._results) + 3)
+            self._results += stats
             return None
         saturation = layer.saturation
+        plain_relu = _is_plain_relu(layer.module)
         return hook
+
+    def _rectified_from(self, args, output):
+        """Where in ``_results`` the unit max of this ReLU's input lies, when that input is
+        the output measured last and nothing but this ReLU (in place) wrote it since; else
+        None."""
+        measured = self._measured
+        if measured is None or not args or args[0] is not measured[0] or measured[1] is None:
+            return None
+        tensor, (version, pointer), where = measured
+        expected = (version + 1 if output is tensor else version, pointer)
+        return where if self.ctx.kernels.weights_token(tensor) == expected else None
 
     def contribute(self):
         """The layers' queued statistics, all in one entry of the transfer."""
         queued, results = self._queued, self._results
+        self._measured = None
         if not queued:
             return
         self._queued, self._results = [], []
 
         def receive(parts):
             offset = 0
-            for sample, name, count, size in queued:
-                sample.add_activation(
-                    name, ActivationRecord.from_parts(count, parts[offset:offset + size]))
+            for sample, name, count, size, source in queued:
+                own = parts[offset:offset + size]
+                if source is not None:   # relu(x)'s extremes: x's, clamped at 0 (NaN stays)
+                    own = own + [np.maximum(parts[source], 0.0),
+                                 np.maximum(parts[source + 1], 0.0)]
+                sample.add_activation(name, ActivationRecord.from_parts(count, own))
                 offset += size
         self.ctx.collector.add(results, receive)
 
@@ -142,7 +177,7 @@ class ActivationsProbe(Probe):
         return made.name
 
     def close(self):
-        self._queued, self._results = [], []
+        self._queued, self._results, self._measured = [], [], None
 
     def finish(self, sample):
         for name, record in sample.activations.items():
@@ -163,3 +198,9 @@ class ActivationsProbe(Probe):
             values = (record.mean, record.std, record.minimum, record.maximum,
                       record.zero_fraction, view.dead_fraction(layer), record.saturated_fraction)
             row.update(zip(columns, values))   # "saturated" only where the layer has a column
+
+
+def _is_plain_relu(module):
+    """torch's or minigrad's own ``nn.ReLU`` (not a subclass that may compute otherwise)."""
+    cls = type(module)
+    return cls.__name__ == "ReLU" and cls.__module__.startswith(("torch.nn.", "minigrad."))

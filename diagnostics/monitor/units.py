@@ -1,19 +1,20 @@
-"""``UnitActivity``: per layer (or weight), each unit's largest magnitude in the last sampled
-steps: of its output, or of the gradient that reached its row of weights."""
+"""``UnitActivity``: per layer (or weight), whether each unit gave a nonzero magnitude in the
+last sampled steps: of its output, or of the gradient that reached its row of weights."""
 import numpy as np
 
 
 class UnitActivity:
-    """A ring of the last ``window`` per-unit extremes of each layer: a dead-unit check costs
-    one reduction instead of a pass over records."""
+    """Per layer, when each unit last gave a nonzero value, over the last ``window`` sampled
+    steps: a dead-unit check costs one comparison, and a step one masked write."""
 
     def __init__(self, window):
         self.window = window
         self._rings = {}
 
     def add(self, name, record):
-        """An ``ActivationRecord``: each unit's largest output magnitude."""
-        self.add_magnitude(name, np.maximum(np.abs(record.unit_max), np.abs(record.unit_min)),
+        """An ``ActivationRecord``: each unit's largest output magnitude (max(max, -min) is
+        max(|max|, |min|) since max >= min; NaN stays NaN)."""
+        self.add_magnitude(name, np.maximum(record.unit_max, -record.unit_min),
                            record.examples)
 
     def add_magnitude(self, name, magnitude, examples):
@@ -40,25 +41,31 @@ class UnitActivity:
 
 
 class _Ring:
+    """The last ``window`` steps of one layer: per unit the step it was last nonzero in
+    (a magnitude that is not 0, NaN included), and the examples of each step."""
+
     def __init__(self, window, units):
         self.units = units
-        self._magnitude = np.zeros((window, units))   # per unit: max(|largest|, |smallest|)
+        self._last_active = np.full(units, -1, dtype=np.int64)
         self._examples = np.zeros(window, dtype=np.int64)
-        self._next = self.filled = 0
-        self._dead = None    # dead() until the next add
+        self._total = 0          # sum of _examples
+        self._added = self.filled = 0
+        self._dead = None        # dead() until the next add
 
     def add(self, magnitude, examples):
         self._dead = None
-        self._magnitude[self._next] = magnitude
-        self._examples[self._next] = examples
-        self._next = (self._next + 1) % len(self._examples)
-        self.filled = min(self.filled + 1, len(self._examples))
+        self._last_active[magnitude != 0] = self._added
+        slot = self._added % len(self._examples)
+        self._total += int(examples) - int(self._examples[slot])
+        self._examples[slot] = examples
+        self._added += 1
+        self.filled = min(self._added, len(self._examples))
 
     def examples(self):
-        return int(self._examples[:self.filled].sum())
+        return self._total
 
     def dead(self):
         if self._dead is None:
-            self._dead = self._magnitude[:self.filled].max(axis=0) == 0
+            self._dead = self._last_active < self._added - self.filled
             self._dead.flags.writeable = False   # shared by the calls until the next add
         return self._dead

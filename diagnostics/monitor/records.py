@@ -37,7 +37,8 @@ class ActivationRecord:
     @classmethod
     def from_parts(cls, count, parts, *, zeros=True):
         """From ``activation_statistics``'s results: sums, unit extremes, saturated count
-        (``zeros=False``: taken without the nonzero count, which is then NaN)."""
+        (``zeros=False``: ``input_statistics``'s, without the nonzero count, which is then
+        NaN)."""
         if not zeros:
             total, squares, unit_max, unit_min = parts
             return cls(count, total, squares, math.nan, 0.0, unit_max, unit_min)

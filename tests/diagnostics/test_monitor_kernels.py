@@ -63,10 +63,10 @@ def test_activation_and_gradient_statistics_match_numpy(shape, per_unit, seed):
         if values.ndim >= 1:
             stats = backend.gather(list(backend.activation_statistics(tensor)))
             assert stats[2] == np.count_nonzero(values), name     # nonzero count
-            lean = backend.gather(list(backend.activation_statistics(tensor, zeros=False)))
+            lean = backend.gather(list(backend.input_statistics(tensor)))
             assert len(lean) == 4 and lean[:2] == stats[:2], name    # the input's: no count
-            for ours, full in zip(lean[2:], stats[3:]):
-                np.testing.assert_array_equal(ours, full)
+            np.testing.assert_array_equal(lean[2], [values.max()])  # extremes of the whole
+            np.testing.assert_array_equal(lean[3], [values.min()])
 
 
 @given(size=st.integers(1, 70_000), zeros=st.floats(0.0, 1.0), seed=st.integers(0, 2**16),

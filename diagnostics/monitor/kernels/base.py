@@ -23,15 +23,21 @@ class Kernels(ABC):
         self.backend = backend
 
     @abstractmethod
-    def activation_statistics(self, tensor, *, saturation=None, zeros=True, extremes=True):
+    def activation_statistics(self, tensor, *, saturation=None, extremes=True):
         """``(sum, sum of squares, nonzero count, unit max, unit min)``, and the saturated count
         when ``saturation=(center, radius)`` is given (elements with |x - center| > radius);
-        ``zeros=False`` leaves the nonzero count out (the model input's: no check reads it);
-        ``extremes=False`` the unit extremes (a ReLU's: they follow from its input's).
+        ``extremes=False`` leaves the unit extremes out (a ReLU's: they follow from its
+        input's).
 
         Units lie on axis 1 (features of (N, F), channels of (N, C, ...)); a 0-d or 1-d
         tensor is one unit. None for an empty or non-floating tensor.
         """
+
+    @abstractmethod
+    def input_statistics(self, tensor):
+        """The model input's ``(sum, sum of squares, largest, smallest)``, the extremes over
+        the whole tensor as 1-element results (no check reads its per-feature extremes or its
+        zeros); None for an empty or non-floating tensor."""
 
     @abstractmethod
     def prediction_entropy(self, tensor):

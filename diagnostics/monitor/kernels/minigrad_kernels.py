@@ -8,25 +8,39 @@ from .base import Kernels
 
 class MinigradKernels(Kernels):
 
-    def activation_statistics(self, tensor, *, saturation=None, zeros=True, extremes=True):
+    def activation_statistics(self, tensor, *, saturation=None, extremes=True):
         with np.errstate(over="ignore", invalid="ignore"):   # inf/NaN are what we report
-            stats = self._activation_statistics(tensor, saturation, zeros)
+            stats = self._activation_statistics(tensor, saturation)
         return stats if extremes or stats is None else stats[:3]
 
-    def _activation_statistics(self, tensor, saturation, zeros):
+    def input_statistics(self, tensor):
+        x = self._floating(tensor)
+        if x is None:
+            return None
+        flat = x.reshape(-1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return (flat.sum(), np.dot(flat, flat), flat.max(keepdims=True),
+                    flat.min(keepdims=True))
+
+    @staticmethod
+    def _floating(tensor):
+        """The array of a non-empty floating tensor, float16 as float32 (its sums of squares
+        overflow at 256); None for another."""
         x = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)
         if x.size == 0 or not np.issubdtype(x.dtype, np.floating):
             return None
-        if x.dtype == np.float16:   # its sums of squares overflow at 256
-            x = x.astype(np.float32)
+        return x.astype(np.float32) if x.dtype == np.float16 else x
+
+    def _activation_statistics(self, tensor, saturation):
+        x = self._floating(tensor)
+        if x is None:
+            return None
         flat = x.reshape(-1)
         if x.ndim < 2:
             unit_max, unit_min = flat.max(keepdims=True), flat.min(keepdims=True)
         else:
             axes = (0,) + tuple(range(2, x.ndim))
             unit_max, unit_min = x.max(axis=axes), x.min(axis=axes)
-        if not zeros:
-            return (flat.sum(), np.dot(flat, flat), unit_max, unit_min)
         stats = (flat.sum(), np.dot(flat, flat), np.float64(np.count_nonzero(flat)), unit_max,
                  unit_min)
         if saturation is None:

@@ -16,7 +16,7 @@ class TorchKernels(Kernels):
         self._views = {}    # id(param) -> (weak ref, data pointer, shape, its sample view)
         self._nows = []     # update_statistics_many's contiguous copies of the weights now
 
-    def activation_statistics(self, tensor, *, saturation=None, zeros=True, extremes=True):
+    def activation_statistics(self, tensor, *, saturation=None, extremes=True):
         torch = self.torch
         x = tensor.detach()
         if x.numel() == 0 or not x.is_floating_point():
@@ -31,8 +31,6 @@ class TorchKernels(Kernels):
         else:
             dims = 0 if x.dim() == 2 else (0,) + tuple(range(2, x.dim()))
             unit_max, unit_min = x.amax(dim=dims), x.amin(dim=dims)
-        if not zeros:
-            return (flat.sum(), torch.dot(flat, flat), unit_max, unit_min)
         scratch = self._scratch(flat)
         # x != 0 written as 1.0/0.0 into a float buffer, then summed: two passes, 1.5-2x faster
         # than the bool tensor's sum or abs-sign-sum, and count_nonzero is 5-10x slower above
@@ -44,6 +42,14 @@ class TorchKernels(Kernels):
         center, radius = saturation
         saturated = torch.sub(flat, center, out=scratch).abs_().sub_(radius).clamp_(min=0)
         return stats + (saturated.sign_().sum(),)
+
+    def input_statistics(self, tensor):
+        x = tensor.detach()
+        if x.numel() == 0 or not x.is_floating_point():
+            return None
+        flat = self._reducible(x).reshape(-1)
+        smallest, largest = self.torch.aminmax(flat)   # one pass for both (NaN propagates)
+        return (flat.sum(), self.torch.dot(flat, flat), largest.reshape(1), smallest.reshape(1))
 
     def prediction_entropy(self, tensor):
         x = tensor.detach()

@@ -16,8 +16,6 @@ A plain ``ReLU`` applied to the output the previous hook just measured (a Linear
 BatchNorm's), unchanged since but by the ReLU itself, takes its unit extremes from that
 measurement (``relu(max) = max(max, 0)``, exactly) instead of two more passes over the tensor.
 """
-import math
-
 import numpy as np
 
 from ..compiled import module_underneath, replay
@@ -27,17 +25,6 @@ from ..units import UnitActivity
 from .base import Probe
 
 MAX_CALLS = 8
-
-
-def queue_activation(ctx, tensor, saturation, receive, *, zeros=True):
-    """Queue ``tensor``'s statistics; ``receive(ActivationRecord)`` after the transfer
-    (``zeros=False``: without the nonzero count)."""
-    stats = ctx.kernels.activation_statistics(tensor, saturation=saturation, zeros=zeros)
-    if stats is None:
-        return
-    count = math.prod(tensor.shape)
-    ctx.collector.add(stats, lambda parts: receive(
-        ActivationRecord.from_parts(count, parts, zeros=zeros)))
 
 
 class ActivationsProbe(Probe):

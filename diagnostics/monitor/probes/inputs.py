@@ -6,8 +6,9 @@ present (Hugging Face's ``input_ids``, ``pixel_values``, ...), else the first fl
 among the keywords, else the first tensor (a mask or the labels tell nothing about the data).
 Token ids give the batch size but no statistics (they are not floating).
 """
+import math
 
-from .activations import queue_activation
+from ..records import ActivationRecord
 from .base import Probe, floating
 
 INPUT_NAMES = ("input_ids", "inputs_embeds", "pixel_values", "input_values", "input_features",
@@ -41,9 +42,15 @@ class InputsProbe(Probe):
         if sample.batch is None:
             sample.batch = int(tensor.shape[0]) if len(tensor.shape) else 1
 
-        def receive(record):
+        stats = self.ctx.kernels.input_statistics(tensor)
+        if stats is None:
+            return
+        count = math.prod(tensor.shape)
+
+        def receive(parts):
+            record = ActivationRecord.from_parts(count, parts, zeros=False)
             sample.inputs = record if sample.inputs is None else sample.inputs.merge(record)
-        queue_activation(self.ctx, tensor, None, receive, zeros=False)   # no check reads them
+        self.ctx.collector.add(stats, receive)
 
     def fill_row(self, row, sample, view):
         inputs = sample.inputs

@@ -143,9 +143,10 @@ class TorchKernels(Kernels):
         if nows is None:
             copies = self._now_buffers(views)
         else:
-            contiguous = torch.contiguous_format
-            nows[:] = [b if _fit([b], [v]) else torch.empty_like(v, memory_format=contiguous)
-                       for b, v in zip(nows, views)]
+            if not _fit(nows, views):   # (one pass when all fit: the case of every step)
+                contiguous = torch.contiguous_format
+                nows[:] = [b if _fit([b], [v]) else torch.empty_like(
+                    v, memory_format=contiguous) for b, v in zip(nows, views)]
             copies = nows
         torch._foreach_copy_(copies, views)   # contiguous: the fused kernels' fast path
         copies = [self._reducible(c) for c in copies]

@@ -112,6 +112,11 @@ class Kernels(ABC):
         earlier is never trusted to still hold them)."""
         return None
 
+    def token_after_writes(self, token, writes):
+        """The ``weights_token`` a tensor whose token was ``token`` has after ``writes``
+        in-place writes and nothing else (an in-place ReLU's is 1)."""
+        return None
+
     @abstractmethod
     def value_sample(self, tensor, *, limit):
         """A copy of at most ``limit`` of ``tensor``'s entries, taken as ``weight_sample``

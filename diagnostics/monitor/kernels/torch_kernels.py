@@ -14,7 +14,6 @@ class TorchKernels(Kernels):
         self.torch = backend.torch
         self._scratch_buffers = {}
         self._views = {}    # id(param) -> (weak ref, data pointer, shape, its sample view)
-        self._nows = []     # update_statistics_many's contiguous copies of the weights now
 
     def activation_statistics(self, tensor, *, saturation=None, extremes=True):
         torch = self.torch
@@ -23,20 +22,18 @@ class TorchKernels(Kernels):
             return None
         x = self._reducible(x)
         flat = x.reshape(-1)
-        if not extremes:
-            return (flat.sum(), torch.dot(flat, flat),
-                    torch.ne(flat, 0, out=self._scratch(flat)).sum())
-        if x.dim() < 2:
-            unit_max, unit_min = flat.amax().reshape(1), flat.amin().reshape(1)
-        else:
-            dims = 0 if x.dim() == 2 else (0,) + tuple(range(2, x.dim()))
-            unit_max, unit_min = x.amax(dim=dims), x.amin(dim=dims)
         scratch = self._scratch(flat)
         # x != 0 written as 1.0/0.0 into a float buffer, then summed: two passes, 1.5-2x faster
         # than the bool tensor's sum or abs-sign-sum, and count_nonzero is 5-10x slower above
         # 65,536 elements on the CPU; NaN counts as nonzero (NaN != 0)
-        nonzero = torch.ne(flat, 0, out=scratch).sum()
-        stats = (flat.sum(), torch.dot(flat, flat), nonzero, unit_max, unit_min)
+        stats = (flat.sum(), torch.dot(flat, flat), torch.ne(flat, 0, out=scratch).sum())
+        if not extremes:
+            return stats
+        if x.dim() < 2:
+            stats += (flat.amax().reshape(1), flat.amin().reshape(1))
+        else:
+            dims = 0 if x.dim() == 2 else (0,) + tuple(range(2, x.dim()))
+            stats += (x.amax(dim=dims), x.amin(dim=dims))
         if saturation is None:
             return stats
         center, radius = saturation
@@ -140,14 +137,12 @@ class TorchKernels(Kernels):
     def update_statistics_many(self, params, befores, *, nows=None):
         torch = self.torch
         views = [self._sample_view(p) for p in params]
-        if nows is None:
-            copies = self._now_buffers(views)
-        else:
-            if not _fit(nows, views):   # (one pass when all fit: the case of every step)
-                contiguous = torch.contiguous_format
-                nows[:] = [b if _fit([b], [v]) else torch.empty_like(
-                    v, memory_format=contiguous) for b, v in zip(nows, views)]
-            copies = nows
+        nows = [None] * len(views) if nows is None else nows
+        if not _fit(nows, views):   # (one pass when all fit: the case of every step)
+            contiguous = torch.contiguous_format
+            nows[:] = [b if _fit([b], [v]) else torch.empty_like(v, memory_format=contiguous)
+                       for b, v in zip(nows, views)]
+        copies = nows
         torch._foreach_copy_(copies, views)   # contiguous: the fused kernels' fast path
         copies = [self._reducible(c) for c in copies]
         deltas = [self._reducible(b) for b in befores]
@@ -159,16 +154,9 @@ class TorchKernels(Kernels):
         # under no_grad); the data pointer with ``param.data = ...``
         return (tensor._version, tensor.data_ptr())
 
-    def _now_buffers(self, nows):
-        """Contiguous buffers shaped as ``nows``, kept from one sampled step to the next."""
-        kept = self._nows
-        if len(kept) != len(nows) or any(
-                k.shape != n.shape or k.dtype != n.dtype or k.device != n.device
-                for k, n in zip(kept, nows)):
-            contiguous = self.torch.contiguous_format
-            kept = self._nows = [self.torch.empty_like(n, memory_format=contiguous)
-                                 for n in nows]
-        return kept
+    def token_after_writes(self, token, writes):
+        version, pointer = token
+        return (version + writes, pointer)
 
     def value_sample(self, tensor, *, limit):
         x = tensor.detach()
@@ -252,7 +240,6 @@ class TorchKernels(Kernels):
     def release_scratch(self):
         self._scratch_buffers = {}
         self._views = {}
-        self._nows = []
 
     def _scratch(self, like, *, slot=0):
         """A reusable buffer for elementwise temporaries (no allocation per statistic)."""

@@ -128,9 +128,10 @@ class ActivationsProbe(Probe):
         measured = self._measured
         if measured is None or not args or args[0] is not measured[0] or measured[1] is None:
             return None
-        tensor, (version, pointer), where = measured
-        expected = (version + 1 if output is tensor else version, pointer)
-        return where if self.ctx.kernels.weights_token(tensor) == expected else None
+        tensor, token, where = measured
+        kernels = self.ctx.kernels
+        expected = kernels.token_after_writes(token, 1 if output is tensor else 0)
+        return where if kernels.weights_token(tensor) == expected else None
 
     def contribute(self):
         """The layers' queued statistics, all in one entry of the transfer."""

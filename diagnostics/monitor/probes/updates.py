@@ -60,20 +60,19 @@ class UpdatesProbe(Probe):
 
     def _copy_weights(self):
         """Bring ``_copies`` to the weights now: only the ones whose token moved."""
-        kernels, tensors, tokens = self.ctx.kernels, self._tensors, self._tokens
+        kernels, tensors = self.ctx.kernels, self._tensors
+        now = [kernels.weights_token(t) for t in tensors]
         if self._copies is None:
             self._copies = kernels.weight_samples(tensors)
-            stale = range(len(tensors))
         else:
-            now = [kernels.weights_token(t) for t in tensors]
-            stale = [i for i, token in enumerate(now) if token is None or token != tokens[i]]
+            stale = [i for i, token in enumerate(now)
+                     if token is None or token != self._tokens[i]]
             if stale:
                 copies = kernels.weight_samples([tensors[i] for i in stale],
                                                 into=[self._copies[i] for i in stale])
                 for i, copy in zip(stale, copies):
                     self._copies[i] = copy
-        for i in stale:
-            tokens[i] = kernels.weights_token(tensors[i])
+        self._tokens = now
 
     def on_forward(self, args, kwargs, grad_enabled):
         if self._pending:

@@ -69,8 +69,9 @@ class StepGradientsProbe(Probe):
     def _record(self, step, names, values):
         """Keep the step's norms; True when the check should run now (a NaN/inf gradient
         outside loss scaling, or a norm far above the recent median)."""
-        values = [float(v) for v in np.asarray(values).reshape(-1)]
-        total = math.sqrt(math.fsum(v * v for v in values))   # float64: no overflow
+        if not isinstance(values, list):
+            values = np.asarray(values, dtype=np.float64).reshape(-1).tolist()
+        total = math.hypot(*values)   # float64, without squaring: no overflow
         self._steps.append(step)
         self._norms.append(total)
         self._latest = dict(zip(names, values))

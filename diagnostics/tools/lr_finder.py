@@ -115,9 +115,12 @@ class LRFinderResult:
         lines.append(f"  suggestion ({self.method}): " + _lr_text(self.suggestion))
         lines.extend(f"    {name:<11} {_lr_text(lr)}" for name, lr in self.suggestions.items())
         if self.losses:
-            best = int(np.nanargmin(self.losses)) if np.isfinite(self.losses).any() else 0
+            skip = _warm_up(self.losses) if len(self.losses) >= 5 else 0
+            after = np.asarray(self.losses[skip:], dtype=float)
+            best = skip + (int(np.nanargmin(after)) if np.isfinite(after).any() else 0)
             lines.append(f"  lowest smoothed loss {self.losses[best]:.4g} at lr "
-                         f"{self.lrs[best]:.2g}")
+                         f"{self.lrs[best]:.2g}" + (f" (after the first {skip} steps)"
+                                                    if skip else ""))
         lines.extend(f"  {line}" for finding in self.findings for line in str(finding).splitlines())
         return "\n".join(lines)
 
@@ -154,7 +157,7 @@ def find_lr(model, loss_fn, data, *, optimizer=None, start_lr=1e-7, end_lr=10.0,
     with backend.preserved(optimizer):
         sweep = _sweep(backend, loss_fn, batches, optimizer=optimizer, lrs=lrs, smooth=smooth,
                        diverge=diverge, progress=progress)
-    return _result(*sweep)
+    return _result(*sweep, smooth=smooth)
 
 
 def _schedule(start_lr, end_lr, steps, mode):
@@ -242,7 +245,7 @@ def _first_line(error):
     return text[0] if text else ""
 
 
-def _result(lrs, losses, raw, diverged_at, error=None):
+def _result(lrs, losses, raw, diverged_at, error=None, *, smooth=0.98):
     if error is not None:
         return LRFinderResult(lrs=lrs, losses=losses, raw_losses=raw,
                               suggestions={name: None for name in METHODS},
@@ -251,7 +254,7 @@ def _result(lrs, losses, raw, diverged_at, error=None):
         raise DiagnosticsError("data: expected at least one batch, got an empty iterable")
     usable = len(losses) - 1 if diverged_at is not None else len(losses)
     suggestions = _suggestions(np.array(lrs[:usable]), np.array(losses[:usable]))
-    findings = []
+    findings = _flat_curve(np.array(raw[:usable]), np.array(losses[:usable]), smooth)
     if diverged_at is not None and usable < 5:
         findings.append(Finding(
             "LOSS_DIVERGING", "warning", "loss",
@@ -264,15 +267,54 @@ def _result(lrs, losses, raw, diverged_at, error=None):
 def _suggestions(lrs, losses):
     if len(losses) < 5:
         return {name: None for name in METHODS}
-    return {"minimum/10": float(lrs[int(np.argmin(losses))] / 10),
+    return {"minimum/10": _minimum_over_ten(lrs, losses),
             "steepest": _steepest(lrs, losses), "valley": _valley(lrs, losses)}
+
+
+def _warm_up(losses):
+    """The first steps, whose smoothed loss rests on a few batches: read no minimum there."""
+    return max(1, len(losses) // 10)
+
+
+def _minimum_over_ten(lrs, losses):
+    """A tenth of the lr at the lowest smoothed loss after the smoothing's warm-up (on a flat
+    curve an early lucky batch would otherwise be the minimum, and the advice a rate at the
+    very start of the sweep)."""
+    skip = _warm_up(losses)
+    return float(lrs[skip + int(np.argmin(losses[skip:]))] / 10)
+
+
+def _flat_curve(raw, losses, smooth):
+    """A warning when the smoothed loss never fell below where the sweep began (the median
+    loss of its first steps) by more than twice the noise of the two: every reading is then a
+    guess. One batch's noise comes from the median step-to-step change; a median of n losses
+    carries about 1.25 / sqrt(n) of it, an exponential average of ``smooth`` about
+    sqrt((1 - smooth) / (1 + smooth))."""
+    if len(losses) < 5:
+        return []
+    skip = _warm_up(losses)
+    start, lowest = float(np.median(raw[:skip + 1])), float(np.min(losses[skip:]))
+    per_batch = 1.4826 * float(np.median(np.abs(np.diff(raw)))) / math.sqrt(2)
+    noise = per_batch * math.hypot(1.25 / math.sqrt(skip + 1),
+                                   math.sqrt((1 - smooth) / (1 + smooth)))
+    if not (math.isfinite(start) and math.isfinite(lowest)) or lowest < start - 2 * noise:
+        return []
+    return [Finding(
+        "LOSS_PLATEAU", "warning", "loss",
+        f"the loss did not fall during the sweep: from {start:.4g} at its start to at best "
+        f"{lowest:.4g} (smoothed), within its noise (one batch's loss varies by about "
+        f"{per_batch:.2g}): the suggestions are guesses",
+        "sweep over more steps (steps=300) or larger batches, so that the loss has time to "
+        "fall at the good rates; or start training at the valley reading and watch the loss",
+        {"start_loss": start, "lowest_loss": lowest, "batch_noise": per_batch,
+         "steps": int(len(losses))})]
 
 
 def _steepest(lrs, losses):
     """The lr where d(loss)/d(log lr) is most negative on the way down to the lowest loss,
     skipping the smoothing's warm-up."""
-    skip = max(1, len(losses) // 10)
-    bottom = int(np.argmin(losses))
+    skip = _warm_up(losses)
+    bottom = skip + int(np.argmin(losses[skip:]))
     slopes = np.gradient(losses, np.log(lrs))[skip:bottom + 1]
     if not len(slopes) or slopes.min() >= 0:
         return None

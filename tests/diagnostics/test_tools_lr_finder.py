@@ -35,6 +35,7 @@ def test_sweep_over_batches_gives_suggestions_inside_the_range(framework):
         assert 1e-7 <= lr <= 10.0
     if result.diverged_at is not None:  # advice keeps well clear of divergence
         assert result.suggestion <= result.diverged_at / 5
+    assert result.findings == []   # the loss fell: no flat-curve warning
     text = str(result)
     assert "suggestion (minimum/10)" in text and "steepest" in text and "valley" in text
     assert (json.loads(json.dumps(result.to_dict()))["suggestion"]
@@ -83,6 +84,24 @@ def test_shuffling_dataloader_leaves_the_global_rng_as_it_was():
     result = find_lr(model, cross_entropy("torch"), loader, steps=12, progress=False)
     assert len(result.lrs) == 12  # the loader was cycled through three times
     assert_same(before, capture(model))
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_flat_noisy_curve_is_called_a_guess_and_no_minimum_is_read_in_the_warm_up(framework):
+    """Labels independent of the inputs and rates too small to move the weights: the loss only
+    wanders with the batches. The lowest smoothed point of such a curve often lies in the first
+    steps (an early easy batch, averaged over few losses); a tenth of that rate is no advice."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 8)).astype(np.float32)
+    y = rng.integers(0, 3, 256).astype(np.int64)
+    batches = [(x[i:i + 8], y[i:i + 8]) for i in range(0, 256, 8)]
+    model = mlp(framework)
+    result = find_lr(model, cross_entropy(framework), batches, optimizer=OPTIM[framework].SGD(
+        model.parameters(), lr=0.1), start_lr=1e-7, end_lr=1e-5, steps=60, progress=False)
+    assert [f.code for f in result.findings] == ["LOSS_PLATEAU"]
+    assert "did not fall during the sweep" in str(result)
+    skip = len(result.losses) // 10
+    assert result.suggestion >= result.lrs[skip] / 10 * (1 - 1e-9)
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

@@ -29,6 +29,12 @@ class UnitActivity:
         ring = self._rings.get(name)
         return (0, 0) if ring is None else (ring.examples(), ring.filled)
 
+    def once_active(self, name):
+        """Boolean array of the units that gave a nonzero value at some sampled step since the
+        first (a dead one of these died during training); None for an unknown layer."""
+        ring = self._rings.get(name)
+        return None if ring is None else ring.once_active()
+
     def dead(self, name, *, min_examples, min_samples):
         """Boolean array of the units that gave exactly 0 on every value of the window; None
         until the window holds ``min(min_samples, window)`` sampled steps and ``min_examples``
@@ -63,6 +69,9 @@ class _Ring:
 
     def examples(self):
         return self._total
+
+    def once_active(self):
+        return self._last_active >= 0
 
     def dead(self):
         if self._dead is None:

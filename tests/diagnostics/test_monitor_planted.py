@@ -76,7 +76,8 @@ def test_constant_negative_init_kills_relu_units(fw, plant):
     dead = next(f for f in report.findings if f.code == "DEAD_UNITS" and f.location == "1")
     assert dead.severity == "error"
     assert dead.evidence["dead_units"] == dead.evidence["units"] == 32
-    assert "LeakyReLU" in dead.suggestion
+    assert dead.suggestion.startswith("LeakyReLU")   # dead from the start: the init first
+    assert dead.evidence["died_in_training"] == 0
     assert "0" not in located(report, "DEAD_UNITS")   # the ReLU module, not also the Linear
 
 
@@ -95,7 +96,40 @@ def test_dead_units_behind_a_functional_relu_are_seen_through_the_gradient(fw, d
     assert dead.evidence["dead_indices"] == list(range(dead_units))[:20]
     assert dead.evidence["seen_through"] == "gradient"
     assert dead.evidence["parameter"] == "fc1.weight"
-    assert "fc1 (Linear)" in dead.message
+    assert "fc1 (Linear)" in dead.message and "applied as a function" in dead.message
+    assert dead.evidence["died_in_training"] == 0 and dead.evidence["activation_after"] is None
+
+
+@pytest.mark.parametrize("kill", [True, False], ids=["killed at step 10", "healthy twin"])
+def test_gelu_units_killed_during_training_name_the_gelu_and_the_step_size_first(fw, kill):
+    """A step that pushes every pre-activation of layer 2 far below 0 (as a huge learning rate
+    does): the GELU after it is flat there and passes back 0, so the units are dead although
+    no ReLU exists; they fired before, so the first fix is the learning rate, not the init."""
+    model = mlp(fw, [FEATURES, 32, 32, 4], "GELU")
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.1)
+    x, y = teacher_data(0)
+    with Monitor(model, optimizer, every=1, window=10) as monitor:
+        for step, (xb, yb) in enumerate(batches(x, y, steps=30)):
+            optimizer.zero_grad()
+            loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb))
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+            if kill and step == 10:
+                _write(fw, model[2].bias, np.full(32, -60.0))
+        report = monitor.report()
+    if not kill:
+        assert "DEAD_UNITS" not in report.codes()
+        return
+    dead = next(f for f in report.findings if f.code == "DEAD_UNITS" and f.location == "2")
+    assert dead.severity == "error" and dead.evidence["dead_units"] == 32
+    assert dead.evidence["activation_after"] == "3" and dead.evidence["largest_output"] < -30
+    assert "layer 3 (GELU) after them passes back 0" in dead.message
+    assert dead.evidence["died_in_training"] == 32 and "died during training" in dead.message
+    assert dead.suggestion.startswith("lower the learning rate 10x")
+    assert "LeakyReLU" not in dead.suggestion and "before the GELU" in dead.suggestion
+    first = next(f for f in report.findings if f.code == "DEAD_UNITS" and f.location == "0")
+    assert "no gradient reaches the layer at all" in first.message
 
 
 def test_a_gradient_of_zeros_everywhere_is_no_evidence_of_dead_units(fw):

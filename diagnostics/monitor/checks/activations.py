@@ -23,25 +23,51 @@ def dead_units(view):
         examples, steps = view.units.examples(layer.name)
         zeros = statistics.fmean(r.zero_fraction for r in records)
         severity = "error" if fraction > thresholds.dead_fraction_error else "warning"
+        died = _died_in_training(view.units, layer.name, dead)
         findings.append(Finding(
             "DEAD_UNITS", severity, layer.name,
             f"{int(dead.sum())} of {dead.size} units ({fraction:.0%}) of "
             f"layer {display_name(layer.name)} ({layer.type_name}) gave 0 on every one of "
             f"{examples} values in the last {steps} sampled steps (a healthy ReLU layer has about "
-            f"half its outputs at 0, but each unit fires on some inputs)",
-            f"LeakyReLU(0.01) instead of ReLU; He (Kaiming) init, biases at 0 rather than "
-            f"negative; {lower_learning_rate(view)}; BatchNorm/LayerNorm before the ReLU",
+            f"half its outputs at 0, but each unit fires on some inputs)"
+            + _died_text(died, "fired"),
+            _dead_fix(view, died, dead),
             {"dead_units": int(dead.sum()), "units": int(dead.size), "dead_fraction": fraction,
-             "zero_fraction": zeros, "values_per_unit": examples,
+             "zero_fraction": zeros, "values_per_unit": examples, "died_in_training": died,
              "dead_indices": np.flatnonzero(dead)[:20].tolist()}))
     if not any(layer.kind == RECTIFIER for layer in view.layout.layers):
         findings += _units_without_gradient(view)
     return findings
 
 
+def _died_in_training(activity, name, dead):
+    """How many of the ``dead`` units gave a nonzero value at an earlier sampled step."""
+    once = activity.once_active(name)
+    if once is None or once.shape != dead.shape:
+        return 0
+    return int(np.count_nonzero(dead & once))
+
+
+def _died_text(died, verb):
+    if not died:
+        return ""
+    return (f"; {died} of them {verb} at earlier sampled steps: they died during training (a "
+            f"step too large pushes a unit to 0 for every input, and no gradient brings it back)")
+
+
+def _dead_fix(view, died, dead, activation="ReLU"):
+    """Units that died during training: the step size first; dead from the start: the init."""
+    init = "He (Kaiming) init, biases at 0 rather than negative"
+    leaky = "LeakyReLU(0.01) instead of ReLU; " if "ReLU" in activation else ""
+    norm = f"BatchNorm/LayerNorm before the {activation}"
+    if died * 2 >= int(dead.sum()) > 0:
+        return f"{lower_learning_rate(view)}; {leaky}{norm}; {init}"
+    return f"{leaky}{init}; {lower_learning_rate(view)}; {norm}"
+
+
 def _units_without_gradient(view):
-    """Dead units of a model that applies its ReLUs as functions (``F.relu``, ``x.clamp(0)``),
-    where no ReLU module can be watched: seen from the gradient instead. A unit whose row of
+    """Dead units of a model without a ReLU module (``F.relu``, ``x.clamp(0)``, or another
+    activation flat where its inputs sit): seen from the gradient instead. A unit whose row of
     weights got exactly 0 gradient in every recent batch never reaches the loss."""
     findings = []
     thresholds = view.thresholds
@@ -53,20 +79,66 @@ def _units_without_gradient(view):
         fraction = float(dead.mean())
         examples, steps = view.gradient_rows.examples(name)
         type_name = view.layout.type_names.get(layer, "layer")
+        died = _died_in_training(view.gradient_rows, name, dead)
+        after, peak = _activation_after(view, layer), _largest_output(view, layer, dead)
+        died_text = _died_text(died, "got a gradient")
+        below_zero = peak is not None and peak < 0
+        if after is not None and below_zero:
+            why = (f": layer {display_name(after.name)} ({after.type_name}) after them passes "
+                   f"back 0, the largest of their outputs being {peak:.4g} at the last sampled "
+                   f"step, where {after.type_name} is flat")
+        elif below_zero:
+            why = (f", as behind a ReLU that is 0 for every input (applied as a function, so "
+                   f"there is no ReLU module to watch): the largest of their outputs is "
+                   f"{peak:.4g} at the last sampled step")
+        elif dead.all():
+            why = ": no gradient reaches the layer at all (what comes after it passes none back)"
+            if died:
+                died_text = ("; it got a gradient at earlier sampled steps, so it stopped during "
+                             "training: look first at the dead layers after it")
+        elif after is not None:
+            why = (f": layer {display_name(after.name)} ({after.type_name}) after them passes "
+                   f"back 0 for every value they give it")
+        else:
+            why = (", as behind a ReLU that is 0 for every input (applied as a function, so "
+                   "there is no ReLU module to watch)")
         findings.append(Finding(
             "DEAD_UNITS", "error" if fraction > thresholds.dead_fraction_error else "warning",
             layer,
             f"{int(dead.sum())} of {dead.size} units ({fraction:.0%}) of layer "
             f"{display_name(layer)} ({type_name}) got exactly 0 gradient in each of the last "
-            f"{steps} sampled steps ({examples} examples): their outputs never reach the loss, "
-            f"as behind a ReLU that is 0 for every input (applied as a function, so there is "
-            f"no ReLU module to watch)",
-            f"LeakyReLU(0.01) instead of ReLU; He (Kaiming) init, biases at 0 rather than "
-            f"negative; {lower_learning_rate(view)}; BatchNorm/LayerNorm before the ReLU",
+            f"{steps} sampled steps ({examples} examples): their outputs never reach the loss"
+            f"{why}{died_text}",
+            _dead_fix(view, died, dead, "ReLU" if after is None else after.type_name),
             {"dead_units": int(dead.sum()), "units": int(dead.size), "dead_fraction": fraction,
              "seen_through": "gradient", "parameter": name, "examples": examples,
-             "dead_indices": np.flatnonzero(dead)[:20].tolist()}))
+             "died_in_training": died, "activation_after": None if after is None else after.name,
+             "largest_output": peak, "dead_indices": np.flatnonzero(dead)[:20].tolist()}))
     return findings
+
+
+def _activation_after(view, layer):
+    """The module that ran right after ``layer`` in the latest sampled step, when it holds no
+    parameters (an activation: GELU, SiLU, Tanh...); else None."""
+    sample = next((s for s in reversed(view.recent) if layer in s.activations), None)
+    if sample is None:
+        return None
+    names = list(sample.activations)
+    following = names[names.index(layer) + 1] if names.index(layer) + 1 < len(names) else None
+    info = next((l for l in view.layout.layers if l.name == following), None)
+    parameters = getattr(getattr(info, "module", None), "parameters", None)
+    if info is None or parameters is None or any(True for _ in parameters()):
+        return None
+    return info
+
+
+def _largest_output(view, layer, dead):
+    """The largest output of the ``dead`` units of ``layer`` in the latest sampled step."""
+    records = view.activations(layer)
+    if not records or records[-1].unit_max.shape != dead.shape or not dead.any():
+        return None
+    peak = float(np.max(records[-1].unit_max[dead]))
+    return peak if np.isfinite(peak) else None
 
 
 def saturated_activations(view):

@@ -12,6 +12,8 @@ from ..batch import first_parameter
 from ..findings import Finding
 from ..layouts import rows_coupled
 from ..jsonable import to_jsonable
+from ..monitor.checks.probabilities import bce_with_logits_floor, cross_entropy_floor
+from ..monitor.kernels import kernels_for
 from . import _training as T
 from . import objective
 
@@ -199,8 +201,37 @@ def run(backend, batch, *, optimizer, train_step=None, steps=200, target_loss=No
     result.findings = [_failure_finding(
         backend, optimizer, losses, accuracies, target_loss=target_loss, steps=limit,
         silent=silent, output=logits, targets=target_array, broadcasts=broadcasts,
-        opponent=None if held is None else _opponent_cause(opponents, held))]
+        opponent=None if held is None else _opponent_cause(opponents, held),
+        squashed=_squashed_twice(backend, batch, logits, target_array, target_loss))]
     return result
+
+
+def _squashed_twice(backend, batch, logits, targets, target_loss):
+    """The cause when the loss's graph applies a softmax (sigmoid) to what cross-entropy (BCE
+    with logits) squashes again: a floor above the target, whatever the steps. None when the
+    graph shows no such chain (or the forward or the loss raises here)."""
+    try:
+        with backend.enable_grad():
+            _, loss = batch.output_and_loss(backend)
+        found = kernels_for(backend).squashed_twice(loss)
+    except Exception:  # the user's code on one more forward: no evidence either way
+        return None
+    if not found:
+        return None
+    chain, squash, _ = found[0]
+    graph = " <- ".join(chain)
+    if squash == "Softmax":
+        axis = T.class_axis_of(logits, targets) if logits is not None else None
+        classes = None if axis is None else int(logits.shape[axis])
+        floor = (f", and cross-entropy cannot go below ln(e + C - 1) - 1 = "
+                 f"{cross_entropy_floor(classes):.4g} for C = {classes}" if classes else "")
+        return (f"the softmax is applied twice (the loss's graph: {graph}): nn.CrossEntropyLoss "
+                f"applies log-softmax itself{floor} (the target is {target_loss:.4g}); remove "
+                f"the softmax from the model and give the loss the logits")
+    return (f"the sigmoid is applied twice (the loss's graph: {graph}): BCEWithLogitsLoss "
+            f"applies its own, and an element cannot go below {bce_with_logits_floor(1):.4g} "
+            f"(target 1) or ln 2 = {bce_with_logits_floor(0):.4g} (target 0); remove the "
+            f"sigmoid from the model and give the loss the logits")
 
 
 class _State:
@@ -368,11 +399,14 @@ def _broadcasts(backend, batch, output, key, logits, targets):
 
 
 def _failure_finding(backend, optimizer, losses, accuracies, *, target_loss, steps, silent,
-                     output, targets, broadcasts, opponent=None):
+                     output, targets, broadcasts, opponent=None, squashed=None):
     causes = _likely_causes(backend, optimizer, losses, silent=silent, output=output,
                             targets=targets, broadcasts=broadcasts)
     if opponent:   # the loss grew because of the opponent: say first that this side is stuck
         causes = [opponent] + [c for c in causes if not c.startswith("the loss grew")]
+    if squashed:   # a floor by construction: not a matter of more steps or a larger lr
+        causes = [squashed] + [c for c in causes if not c.startswith(("the loss fell",
+                                                                       "the loss barely"))]
     finite = [v for v in losses if math.isfinite(v)]
     evidence = {"initial_loss": losses[0], "final_loss": losses[-1],
                 "best_loss": min(finite) if finite else None, "target_loss": target_loss,

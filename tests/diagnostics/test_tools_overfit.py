@@ -189,3 +189,36 @@ def test_a_learnable_loss_temperature_in_the_optimizer_is_welcome_and_put_back()
     assert temperature.item() == 2.0 and temperature.grad is None
     find_lr(model, loss_fn, (x, y), optimizer=optimizer, steps=10, progress=False)
     assert temperature.item() == 2.0 and temperature.grad is None
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_softmax_before_cross_entropy_is_named_first_with_its_floor(framework):
+    """The loss falls, slowly, and stops above ln(e + C - 1) - 1: not "too slow, more steps"
+    but the softmax applied twice, read from the loss's graph."""
+    import minigrad.functional as mF
+
+    softmax = (lambda out: torch.softmax(out, dim=1)) if framework == "torch" else (
+        lambda out: mF.softmax(out, 1))
+    ce = cross_entropy(framework)
+    x, y = classification_data(rows=16)
+    result = overfit_one_batch(mlp(framework, (8, 32, 3)), lambda out, t: ce(softmax(out), t),
+                               x, y, steps=60, patience=0)
+    assert not result.passed
+    causes = result.findings[0].evidence["likely_causes"]
+    assert causes[0].startswith("the softmax is applied twice (the loss's graph: ")
+    assert f"{np.log(np.e + 2) - 1:.4g} for C = 3" in causes[0]
+    assert not any(cause.startswith("the loss fell") for cause in causes)
+    healthy = overfit_one_batch(mlp(framework, (8, 32, 3)), ce, x, y, steps=60, patience=0)
+    assert all("applied twice" not in c for f in healthy.findings
+               for c in f.evidence.get("likely_causes", []))
+
+
+def test_a_sigmoid_before_bce_with_logits_is_named_first():
+    x, _ = classification_data(rows=16)
+    y = (x[:, :1] > 0).astype(np.float32)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1),
+                                torch.nn.Sigmoid())
+    result = overfit_one_batch(model, torch.nn.BCEWithLogitsLoss(), x, y, steps=60, patience=0)
+    assert not result.passed
+    cause = result.findings[0].evidence["likely_causes"][0]
+    assert cause.startswith("the sigmoid is applied twice") and "0.3133" in cause

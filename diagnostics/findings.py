@@ -33,6 +33,8 @@ CODES = {
     "GRAPH_RETAINED": "the autograd graph is kept alive across steps",
     "BATCH_MIXING": "an example's output depends on other examples in the batch",
     "CAUSALITY_LEAK": "a causal model's output at position t depends on later positions",
+    "TARGETS_MISALIGNED": "a language model's loss scores position t against another token "
+                          "than t + 1 (labels not shifted, or shifted twice)",
     "LABEL_RANGE": "targets use a class the output lacks, or never use one it has",
     "LABELS_SORTED": "training batches hold labels sorted by class (data not shuffled)",
     "UNSEEN_LAYERS": "layers the Monitor cannot take statistics of (info)",

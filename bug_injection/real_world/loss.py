@@ -5,6 +5,8 @@ the softmax entries use the one-line module and loss function a minigrad user wr
 """
 from functools import partial
 
+import numpy as np
+
 from .case import Case, blobs, framework_module, mlp, nll_loss, simple_loop, tensors
 from .entry import BACKENDS, Entry
 
@@ -20,6 +22,40 @@ def _classifier(framework, *, head, loss, optimizer="adam", seed=11):
            else fw.optim.SGD(model.parameters(), lr=0.1))
     return Case(model=model, optimizer=opt, loss_fn=loss, inputs=x[:16], targets=y[:16],
                 train=simple_loop(model, opt, loss, x, y))
+
+
+VOCAB, POSITIONS = 16, 12
+
+
+def _token_lm(framework, *, labels, loss_shifts):
+    """A tiny language model (embedding, tanh, head: each position's logits from its own
+    token, causal by construction) on sequences where token t + 1 follows from token t
+    (t + 1 = 3 t + 1 mod 16, no fixed point), so next-token prediction is learnable. ``labels``
+    is ``"inputs"`` (labels = input_ids, the Hugging Face convention) or ``"shifted"`` (the
+    next tokens, shifted in preprocessing); ``loss_shifts``: the loss scores logits[:, :-1]
+    against labels[:, 1:] (as GPT-2's and Llama's heads do) rather than position by position
+    (as BartForCausalLM's did)."""
+    fw = framework_module(framework)
+    nn, F = fw.nn, fw.nn.functional
+    fw.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(VOCAB, 32), nn.Tanh(), nn.Linear(32, VOCAB))
+    rng = np.random.default_rng(5)
+    sequences = np.empty((64, POSITIONS + 1), dtype=np.int64)
+    sequences[:, 0] = rng.integers(0, VOCAB, 64)
+    for t in range(POSITIONS):
+        sequences[:, t + 1] = (3 * sequences[:, t] + 1) % VOCAB
+    ids = sequences[:, :-1]
+    targets = ids if labels == "inputs" else sequences[:, 1:]
+    x, y = tensors(ids, targets, framework=framework)
+
+    def loss(logits, labels):
+        if loss_shifts:
+            logits, labels = logits[:, :-1], labels[:, 1:]
+        return F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1))
+
+    opt = fw.optim.Adam(model.parameters(), lr=1e-2)
+    return Case(model=model, optimizer=opt, loss_fn=loss, inputs=x[:16], targets=y[:16],
+                causal=True, train=simple_loop(model, opt, loss, x, y))
 
 
 def _softmax(framework, *, log=False):
@@ -105,6 +141,29 @@ ENTRIES = (
           expected="PROBABILITIES_AS_LOGITS at the Softmax module (Monitor): probability rows, "
                    "a gradient that picks the target's entry as NLLLoss does, a negative loss",
           location="1", status="diagnosed", backends=BACKENDS),
+    Entry(name="lm_labels_not_shifted",
+          source="huggingface/transformers#27517; macrocosm-os/pretraining#64",
+          category="loss",
+          root_cause="I pass labels = input_ids, as for GPT-2, but my causal LM's loss does not "
+                     "shift them, so each position is trained to output its own input token: "
+                     "the model copies its input and the training loss goes to almost zero",
+          buggy=lambda framework: _token_lm(framework, labels="inputs", loss_shifts=False),
+          fixed=lambda framework: _token_lm(framework, labels="inputs", loss_shifts=True),
+          tool="preflight", codes=("TARGETS_MISALIGNED",),
+          expected="TARGETS_MISALIGNED (preflight, causal=True): the loss's gradient on the "
+                   "logits pulls position t towards input token t itself",
+          location="loss", status="diagnosed", backends=BACKENDS),
+    Entry(name="lm_labels_shifted_twice",
+          source="huggingface/transformers#562; huggingface/transformers#44642",
+          category="loss",
+          root_cause="I shifted the labels by one in preprocessing, and the model's loss shifts "
+                     "them again, so it learns to predict the token after next",
+          buggy=lambda framework: _token_lm(framework, labels="shifted", loss_shifts=True),
+          fixed=lambda framework: _token_lm(framework, labels="inputs", loss_shifts=True),
+          tool="preflight", codes=("TARGETS_MISALIGNED",),
+          expected="TARGETS_MISALIGNED (preflight, causal=True): position t is pulled towards "
+                   "input token t + 2",
+          location="loss", status="diagnosed", backends=BACKENDS),
     Entry(name="regression_target_broadcast",
           source="deepset-ai/FARM#229; Photon-AI-Research/NeuralSolvers#20",
           category="loss",

@@ -70,7 +70,7 @@ def _monitor(case):
 
 def _preflight(case):
     return preflight(case.model, case.loss_fn, case.inputs, case.targets,
-                     optimizer=case.optimizer).findings
+                     optimizer=case.optimizer, causal=case.causal).findings
 
 
 def _check_gradients(case):

@@ -37,6 +37,7 @@ from . import _training as T
 from . import overfit
 from .batch_independence import check_batch_independence
 from .label_checks import check_batch_label_order, check_label_range
+from .next_token import misaligned_targets
 from .overfit import DEFAULT_LR
 from .reshapes import reshape_findings, watch_reshapes
 
@@ -136,7 +137,8 @@ def preflight(model, loss_fn, inputs, targets, *, optimizer=None, train_step=Non
     logits, see ``diagnostics.outputs``). An exception inside your model, loss or step fails
     its item, quoted. ``causal=True`` declares a model whose output at position t (second
     axis) may depend only on positions <= t (a language model): the batch independence item
-    checks that too. The model, the optimizer and the RNG states are restored afterwards;
+    checks that too, and a "next-token targets" item reads from the loss's gradient which
+    input token each position is scored against (t + 1, not t itself or t + 2). The model, the optimizer and the RNG states are restored afterwards;
     other side effects of ``train_step`` are not undone.
     """
     require(isinstance(causal, bool), "causal", "True or False", repr(causal))
@@ -149,7 +151,8 @@ def preflight(model, loss_fn, inputs, targets, *, optimizer=None, train_step=Non
     outside = [] if optimizer is None else T.foreign_parameters(backend, optimizer)
     run.extra_state = [(tensor, backend.snapshot_tensor(tensor)) for tensor in outside]
     try:
-        items = [_run_item(run, item) for item in ITEMS]
+        items = [_run_item(run, item) for item in ITEMS
+                 if item.applies is None or item.applies(run)]
     finally:
         run.restore()
     size = sum(int(np.prod(tuple(p.shape))) for _, p in backend.named_parameters())
@@ -167,6 +170,7 @@ class Item:
     name: str
     check: object
     needs: tuple = ()
+    applies: object = None   # run -> bool: whether the item belongs in this checklist at all
 
 
 class _Run:
@@ -608,6 +612,17 @@ def _batch_independence(run):
     return CheckItem("batch independence", PASS, what + " (on a copy in eval mode)")
 
 
+def _next_token(run):
+    """With ``causal=True``: the loss scores position t against input token t + 1."""
+    summary, findings = misaligned_targets(run.backend, run.batch, run.facts["output"],
+                                           run.facts["logits_key"])
+    if summary is None:
+        return CheckItem("next-token targets", SKIP, "needs integer token inputs (batch, "
+                                                     "positions) and logits (batch, positions, "
+                                                     "vocabulary)")
+    return CheckItem("next-token targets", _status(findings), summary, findings)
+
+
 def _class_labels(run):
     """``(labels as a 1-D int array without ignored ones, classes)``, or ``(None, reason)``."""
     logits, targets = run.facts["logits"], run.batch.target_array()
@@ -682,6 +697,7 @@ ITEMS = (
          needs=("watched",)),
     Item("gradient check", _gradient_check, needs=("loss",)),
     Item("batch independence", _batch_independence, needs=("output",)),
+    Item("next-token targets", _next_token, needs=("logits",), applies=lambda run: run.causal),
     Item("reshapes", _reshapes, needs=("output",)),
     Item("label range", _label_range, needs=("logits",)),
     Item("label order", _label_order, needs=("logits",)),

@@ -1,0 +1,131 @@
+"""Next-token targets: does a causal language model's loss score position t against token t + 1?
+
+A causal model's output at position t sees the input tokens up to t. Scored against token t
+itself (``labels = input_ids`` given to a loss that does not shift them), it learns to copy
+its input: the training loss falls to almost zero and generation is garbage. Scored against
+token t + 2 (labels shifted before a loss or model that shifts them again), it learns the token
+after next. The user's ``loss_fn`` is the authority on where it shifts, so nothing here
+assumes a convention: the token each position is scored against is read from the loss's
+gradient on the logits (cross-entropy's is ``softmax - one_hot(target)``, lowest at the
+target, also with label smoothing), then compared with the input tokens at t - 1, t, t + 1 and
+t + 2. Positions the loss ignores (no gradient) are left out.
+"""
+import numpy as np
+
+from .. import outputs
+from ..batch import first_parameter
+from ..findings import Finding
+
+MIN_POSITIONS = 16     # scored positions needed to tell an offset from coincidence
+MATCHED = 0.9          # share of the positions that must match the wrong offset
+NEXT_AT_MOST = 0.5     # ... while at most this share matches the next token
+OFFSETS = (0, 2, -1)   # the wrong offsets, in the order they are reported
+
+
+def misaligned_targets(backend, batch, output, key):
+    """``(summary, [Finding])``: TARGETS_MISALIGNED when the loss scores the logits at position
+    t against the input token at t, t + 2 or t - 1 instead of t + 1. ``summary`` is None when
+    it cannot be read: no integer input ``(B, T)`` beside logits ``(B, T, V)`` or ``(B, V, T)``,
+    or a loss whose gradient on them is not one class distribution per position."""
+    logits = backend.to_numpy(outputs.pick(output, key))
+    if logits.ndim != 3:
+        return None, []
+    scored = _scored_tokens(backend, batch, output, key, logits)
+    tokens = None if scored is None else _token_ids(backend, batch, scored.shape)
+    if tokens is None:
+        return None, []
+    shares = {offset: _share(scored, tokens, offset) for offset in (1,) + OFFSETS}
+    matched_next, compared = shares[1]
+    summary = (f"{matched_next:.0%} of {compared} scored positions t are scored against the "
+               f"input token t + 1")
+    if compared < MIN_POSITIONS or matched_next > NEXT_AT_MOST:
+        return summary, []
+    wrong = next((offset for offset in OFFSETS if shares[offset][1] >= MIN_POSITIONS
+                  and shares[offset][0] >= MATCHED), None)
+    if wrong is None:
+        return summary, []
+    share, compared = shares[wrong]
+    return (f"position t is scored against input token t{wrong:+d}" if wrong else
+            "position t is scored against input token t itself") + (
+        f", not t + 1 ({share:.0%} of {compared} scored positions)"), [_finding(wrong, shares)]
+
+
+def _token_ids(backend, batch, shape):
+    """The integer input of ``shape`` ``(B, T)``: the keyword ``input_ids`` first, else the
+    first such input; None when there is none."""
+    values = [batch.kwargs[k] for k in ("input_ids",) if k in batch.kwargs]
+    values += list(batch.args) + [v for k, v in batch.kwargs.items() if k != "input_ids"]
+    for value in values:
+        if not backend.is_tensor(value):
+            continue
+        array = backend.to_numpy(value)
+        if array.dtype.kind in "iu" and array.shape == tuple(shape):
+            return array.astype(np.int64)
+    return None
+
+
+def _scored_tokens(backend, batch, output, key, logits):
+    """Per position ``(B, T)``, the class the loss pulls the logits towards (the lowest entry of
+    its gradient), -1 where the loss gives no gradient; None when the gradient is not a class
+    distribution's along the last axis or the second (its entries summing to 0 at every
+    position, as cross-entropy's do: the loss, not a convention, tells the class axis)."""
+    leaf = backend.from_numpy(logits.copy(), like=first_parameter(backend))
+    leaf.requires_grad_(True)
+    probe = outputs.replace(outputs.constant(backend, output), key, leaf)
+    with backend.enable_grad():
+        backend.backward(batch.loss(probe))
+    if leaf.grad is None:
+        return None
+    grad = backend.to_numpy(leaf.grad).astype(np.float64)
+    scale = np.abs(grad).max()
+    if not np.isfinite(scale) or scale == 0:
+        return None
+    axis = next((a for a in (2, 1) if grad.shape[a] >= 2
+                 and np.abs(grad.sum(axis=a)).max() <= 1e-4 * scale), None)
+    if axis is None:
+        return None
+    grad = np.moveaxis(grad, axis, -1)
+    scored = grad.argmin(axis=-1)
+    scored[grad.min(axis=-1) >= -1e-6 * scale] = -1     # no pull towards any class
+    return scored
+
+
+def _share(scored, tokens, offset):
+    """``(share of the scored positions t whose class is the input token at t + offset, how
+    many were compared)``."""
+    steps = tokens.shape[1]
+    lo, hi = max(0, -offset), min(steps, steps - offset)
+    if hi <= lo:
+        return 0.0, 0
+    here = scored[:, lo:hi]
+    there = tokens[:, lo + offset:hi + offset]
+    counted = here >= 0
+    compared = int(counted.sum())
+    return (float((here == there)[counted].mean()) if compared else 0.0), compared
+
+
+def _finding(offset, shares):
+    share, compared = shares[offset]
+    next_share = shares[1][0]
+    where = {0: "token t of the input itself", 2: "token t + 2, the one after next",
+             -1: "token t - 1, the one before"}[offset]
+    why = {0: "a causal model sees token t at position t, so it learns to copy its input: the "
+              "training loss falls to almost 0 and generation is garbage",
+           2: "the targets are shifted twice (before the loss, and again by the loss or the "
+              "model): the model learns to predict the token after next",
+           -1: "the shift goes the wrong way: the model is taught the token it has just seen"}
+    fix = {0: "shift the targets by one: score logits[:, :-1] against input_ids[:, 1:] (pass "
+              "labels = input_ids only to a model or loss that shifts them itself, as Hugging "
+              "Face's *ForCausalLM do)",
+           2: "shift once: either pass labels = input_ids to a model or loss that shifts them "
+              "itself, or shift them yourself for one that does not",
+           -1: "score logits[:, :-1] against tokens[:, 1:], not logits[:, 1:] against "
+               "tokens[:, :-1]"}
+    return Finding(
+        "TARGETS_MISALIGNED", "error", "loss",
+        f"the loss scores the logits at position t against {where}, not the next token t + 1 "
+        f"(read from the loss's gradient on the logits: {share:.0%} of {compared} scored "
+        f"positions match it, {next_share:.0%} match the next token): {why[offset]}",
+        fix[offset],
+        {"offset": offset, "matched": share, "positions": compared,
+         "next_token_matched": next_share})

@@ -54,7 +54,13 @@ class Batch:
                 require(len(shape) > 0 and shape[0] > 0 and 0 not in shape, argument,
                         "a non-empty batch (a leading batch dimension of size >= 1)",
                         f"shape {shape}")
-        if isinstance(targets, (tuple, list)):
+        if isinstance(targets, dict):   # a multi-task loss's named targets, given whole
+            require(len(targets) > 0, target_argument,
+                    "a tensor, a NumPy array, or a tuple or dict of them", "{}")
+            targets = {key: (convert(backend, value, target_argument)
+                             if _array_like(backend, value) else value)
+                       for key, value in targets.items()}
+        elif isinstance(targets, (tuple, list)):
             targets = tuple(convert(backend, value, target_argument) for value in targets)
         elif targets is not None or targets_required:
             targets = convert(backend, targets, target_argument)
@@ -119,13 +125,17 @@ class Batch:
                 return value[:count]
             return value
 
-        targets = (tuple(cut(t) for t in self.targets) if isinstance(self.targets, tuple)
-                   else cut(self.targets))
+        if isinstance(self.targets, dict):
+            targets = {key: cut(value) for key, value in self.targets.items()}
+        else:
+            targets = (tuple(cut(t) for t in self.targets) if isinstance(self.targets, tuple)
+                       else cut(self.targets))
         return replace(self, args=tuple(cut(a) for a in self.args),
                        kwargs={k: cut(v) for k, v in self.kwargs.items()}, targets=targets)
 
     def target_array(self):
-        """The targets as an ndarray (the first of a tuple), or None."""
+        """The targets as an ndarray (the first of a tuple), or None (also for a dict: which of
+        its entries the logits meet is the loss's business)."""
         first = self.targets[0] if isinstance(self.targets, tuple) and self.targets \
             else self.targets
         return self.backend.to_numpy(first) if self.backend.is_tensor(first) else None
@@ -144,7 +154,8 @@ def _array_like(backend, value):
 def _rejected(backend, value, argument):
     kind = f"{type(value).__module__}.{type(value).__qualname__}"
     raise DiagnosticsError(f"{argument}: expected a {backend.name} tensor, a NumPy array, or a "
-                           f"tuple of them, got {kind}")
+                           f"tuple of them{' or a dict' if 'target' in argument else ''}, "
+                           f"got {kind}")
 
 
 def _float64_copy(backend, value, argument):

@@ -179,3 +179,30 @@ def test_weights_outside_the_model_are_named_not_the_inputs_or_targets():
     with pytest.raises(DiagnosticsError, match="held by loss_fn") as raised:
         check_gradients(generator, generator_loss, torch.randn(4, 3), torch.zeros(4))
     assert "targets:" not in str(raised.value)
+
+
+def test_a_dict_of_targets_reaches_the_loss_whole_in_every_tool():
+    """A multi-task loss takes its targets by name: check_gradients, overfit_one_batch and
+    preflight hand the dict to loss_fn as it is (arrays converted, other entries untouched)."""
+    from diagnostics import overfit_one_batch, preflight
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 6)).astype(np.float32)
+    targets = {"label": rng.integers(0, 3, 16), "aux": rng.standard_normal(16), "weight": 0.5}
+    seen = []
+
+    def loss_fn(out, tgt):
+        seen.append(sorted(tgt))
+        assert isinstance(tgt["label"], torch.Tensor) and tgt["weight"] == 0.5
+        return (torch.nn.functional.cross_entropy(out[:, :3], tgt["label"])
+                + tgt["weight"] * torch.nn.functional.mse_loss(out[:, 3], tgt["aux"]))
+
+    assert check_gradients(model, loss_fn, x, targets).passed
+    assert overfit_one_batch(model, loss_fn, x, targets, steps=60).losses
+    report = preflight(model, loss_fn, x, targets)
+    assert not any(item.status == "FAIL" and "raised" in item.summary for item in report.items)
+    assert seen and all(keys == ["aux", "label", "weight"] for keys in seen)
+    with pytest.raises(DiagnosticsError, match=r"targets: expected .* or a dict, got"):
+        check_gradients(model, loss_fn, x, "labels")

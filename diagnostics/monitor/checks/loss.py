@@ -121,7 +121,8 @@ def loss_plateau(view):
         "raise the learning rate (diagnostics.find_lr(model, loss_fn, (inputs, targets)) "
         "suggests one); check "
         "that the data and labels are what you think (shuffled or misaligned labels); check "
-        "that gradients reach every layer and that optimizer.step() changes the weights",
+        "that gradients reach every layer and that optimizer.step() changes the weights; "
+        "check that examples do not mix (check_batch_independence(model, inputs))",
         {"start": initial, "earlier": then, "recent": now, "relative_change": change,
          "progress": progress, "steps": levels.steps, "learning_rate": view.learning_rate})]
 
@@ -154,8 +155,10 @@ def loss_at_chance(view):
         f"predictions are near-uniform (softmax entropy {entropy:.4g} of at most {chance:.4g})",
         "check that labels belong to their inputs (a shuffle applied to x but not y, a wrong "
         "column, labels offset by one); check that the model can overfit one batch (gradhunt "
-        "preflight); raise the learning rate; check that the output layer's width is the "
-        "number of classes",
+        "preflight); if it can, check that examples do not mix (check_batch_independence("
+        "model, inputs): a view or reshape that moves the batch axis lets one batch be "
+        "memorised and nothing be learned); raise the learning rate; check that the output "
+        "layer's width is the number of classes",
         {"loss": now, "chance_loss": chance, "prediction_entropy": entropy, "classes": width,
          "steps": view.step})]
 

@@ -187,6 +187,8 @@ class Sample:
     activations: dict = field(default_factory=dict)   # layer name -> ActivationRecord
     gradients: dict = field(default_factory=dict)     # parameter name -> GradientRecord
     stale: dict = field(default_factory=dict)         # parameter name -> GradientRecord left over
+    stale_cleared: set = field(default_factory=set)   # names whose held .grad a later zero_grad
+                                                      # emptied before another backward
     updates: dict = field(default_factory=dict)       # parameter name -> UpdateRecord
     sampled_gradients: dict = field(default_factory=dict)  # parameter name -> largest |entry|
                             # of its gradient on the entries its update is measured on

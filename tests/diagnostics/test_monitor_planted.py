@@ -41,6 +41,52 @@ def test_missing_zero_grad_is_stale_within_two_steps(fw):
     assert finding.evidence["previous_norm"] > 0 and finding.evidence["incoming_norm"] > 0
 
 
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_a_gan_discriminator_zeroed_after_the_generator_backward_is_not_stale(fw, set_to_none):
+    """DCGAN's loop with a Monitor per network: the generator's backward runs through the
+    discriminator and adds to its held .grad, but optD.zero_grad() empties it before D's own
+    backward and step, so nothing stale reaches optD; without any zero_grad it is stale."""
+    x, _ = teacher_data(0)
+    generator = mlp(fw, [4, 16, FEATURES])
+    discriminator = mlp(fw, [FEATURES, 16, 1])
+    opt_g = fw.optim.SGD(generator.parameters(), lr=0.01)
+    opt_d = fw.optim.SGD(discriminator.parameters(), lr=0.01)
+    rng = np.random.default_rng(0)
+    with Monitor(discriminator, opt_d, every=1) as monitor:
+        for step in range(6):
+            noise = fw.inputs(rng.standard_normal((32, 4)).astype(np.float32))
+            real = fw.inputs(x[32 * step:32 * step + 32])
+            opt_d.zero_grad(set_to_none=set_to_none)
+            fake = generator(noise)
+            d_loss = (discriminator(real).mean() - discriminator(fake.detach()).mean()) ** 2
+            d_loss.backward()
+            opt_d.step()
+            monitor.step(d_loss)
+            opt_g.zero_grad()
+            g_loss = -discriminator(generator(noise)).mean()   # backward through D's weights
+            g_loss.backward()
+            opt_g.step()
+    codes = monitor.report().codes()
+    assert "STALE_GRADIENTS" not in codes
+    # D's last bias gets no gradient from d_loss (the two means cancel it) but one from the
+    # generator's pass: the record is D's own, after its zero_grad, so the step is not blamed
+    if set_to_none:
+        assert "PARAMS_NOT_UPDATING" not in codes
+
+
+def test_two_backward_passes_without_any_zero_grad_stay_stale(fw):
+    x, y = teacher_data(0)
+    model = mlp(fw, [FEATURES, 16, 4])
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.01)
+    with Monitor(model, optimizer, every=1) as monitor:
+        for xb, yb in batches(x, y, steps=4):
+            for half in (slice(0, 32), slice(32, 64)):   # two losses, two backward passes
+                fw.F.cross_entropy(model(fw.inputs(xb[half])), fw.labels(yb[half])).backward()
+            optimizer.step()
+            monitor.step(fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb)))
+    assert located(monitor.report(), "STALE_GRADIENTS") == {"0.weight": "error"}
+
+
 def test_zero_grad_that_fills_zeros_is_not_stale(fw):
     x, y = teacher_data(0)
     model = mlp(fw, [FEATURES, 32, 4])

@@ -95,12 +95,14 @@ def _exploding(view, sample, reason, earlier=None):
 
 def stale_gradients(view):
     """Checked on every sampled step, on the latest: was .grad already non-zero when the
-    first gradient of the step arrived? Then .grad = previous + new, and zero_grad is missing."""
+    first gradient of the step arrived, and not emptied by a zero_grad before a later backward
+    of the same step? Then .grad = previous + new, and zero_grad is missing."""
     if not view.samples or not view.samples[-1].stale:
         return []
     sample = view.samples[-1]
     stale = [p for p in view.layout.trainable
-             if p.name in sample.stale and sample.stale[p.name].abs_max > 0]
+             if p.name in sample.stale and sample.stale[p.name].abs_max > 0
+             and p.name not in sample.stale_cleared]
     if not stale:
         return []
     first = stale[0]

@@ -22,6 +22,7 @@ class GradientsProbe(Probe):
         self._per_unit = set(layout.unit_weights) | set(layout.unit_biases.values())
         self._columns = [(param, gradient_columns(param)) for param in layout.trainable]
         self._arrived = set()
+        self._stale_open = set()  # names whose first gradient met a held .grad, not yet cleared
         self._unscale = None      # (1 / scale) of this iteration's backward, once known
         self._params = {p.name: (p.name, p.numel, p.name in self._per_unit)
                         for p in layout.trainable}
@@ -35,18 +36,47 @@ class GradientsProbe(Probe):
 
     def begin(self):
         self._arrived = set()
+        self._stale_open = set()
         self._unscale = None
 
     def _hook(self, param):
         def hook(grad):
             sample = self.ctx.sample
-            if sample is not None and param.name not in self._arrived:
+            if sample is None:
+                return None
+            if param.name not in self._arrived:
                 if not self._arrived and self.ctx.scaler is not None:
                     self._unscale = self._inverse_scale(sample)
                 self._arrived.add(param.name)
                 self._receive(sample, param, grad)
+            elif param.tensor.grad is None:    # emptied by zero_grad since its first gradient
+                self._restart(sample, param, grad)
+            elif param.name in self._stale_open:
+                self._recheck(sample, param)
             return None
         return hook
+
+    def _restart(self, sample, param, grad):
+        """``zero_grad(set_to_none=True)`` between two backward passes of one iteration (a GAN's
+        discriminator, zeroed after the generator's backward ran through it): what came before
+        never reaches an optimizer step, so this gradient is the parameter's record (it
+        replaces the first at the transfer) and nothing held is stale."""
+        self._stale_open.discard(param.name)
+        sample.stale_cleared.add(param.name)
+        self._receive(sample, param, grad)
+
+    def _recheck(self, sample, param):
+        """A later gradient in the iteration of a parameter whose first one met a held .grad,
+        ``.grad`` not emptied since: if ``zero_grad(set_to_none=False)`` filled it with zeros,
+        what was held never reached an optimizer step: not stale."""
+        previous = param.tensor.grad
+        name = param.name
+        largest = self.ctx.kernels.gradient_statistics(previous)[2]   # zeroed in place?
+
+        def receive(parts):
+            if parts[0] == 0:
+                sample.stale_cleared.add(name)
+        self.ctx.collector.add([largest], receive)
 
     def _inverse_scale(self, sample):
         """1 / the GradScaler's scale now, during backward (what ``scale(loss)`` multiplied
@@ -69,6 +99,7 @@ class GradientsProbe(Probe):
         if previous is not None:
             self._queued.append((sample.stale, name, count))
             self._results += stats(previous)
+            self._stale_open.add(name)
 
     def contribute(self):
         """The queued statistics, all in one entry of the transfer (three results each)."""
@@ -117,5 +148,5 @@ class GradientsProbe(Probe):
                 row.update(zip(columns, (grad.norm, grad.abs_mean, grad.abs_max)))
 
     def close(self):
-        self._arrived = set()
+        self._arrived, self._stale_open = set(), set()
         self._queued, self._results = [], []

@@ -189,6 +189,9 @@ class Sample:
     stale: dict = field(default_factory=dict)         # parameter name -> GradientRecord left over
     stale_cleared: set = field(default_factory=set)   # names whose held .grad a later zero_grad
                                                       # emptied before another backward
+    cut_from_loss: str | None = None   # no parameter got a gradient though the loss has a
+                                       # graph: "backward ran" (its buffers are freed), "no
+                                       # backward" (still held) or "unknown"
     updates: dict = field(default_factory=dict)       # parameter name -> UpdateRecord
     sampled_gradients: dict = field(default_factory=dict)  # parameter name -> largest |entry|
                             # of its gradient on the entries its update is measured on

@@ -74,6 +74,39 @@ def test_a_gan_discriminator_zeroed_after_the_generator_backward_is_not_stale(fw
         assert "PARAMS_NOT_UPDATING" not in codes
 
 
+@pytest.mark.parametrize("bug", ["generator output detached", "no backward", None])
+def test_a_model_the_loss_does_not_reach_gets_no_gradient_named(fw, bug):
+    """A GAN generator whose output is detached in its own step (backward runs, through the
+    discriminator only), or a loop without loss.backward(): no parameter of the monitored
+    model ever gets a gradient. The healthy twin stays quiet."""
+    generator = mlp(fw, [4, 16, FEATURES])
+    discriminator = mlp(fw, [FEATURES, 16, 1])
+    opt_g = fw.optim.SGD(generator.parameters(), lr=0.01)
+    rng = np.random.default_rng(0)
+    with Monitor(generator, opt_g, every=1) as monitor:
+        for step in range(6):
+            noise = fw.inputs(rng.standard_normal((32, 4)).astype(np.float32))
+            opt_g.zero_grad()
+            fake = generator(noise)
+            if bug == "generator output detached":
+                fake = fake.detach()
+            g_loss = -discriminator(fake).mean()
+            if bug != "no backward":
+                g_loss.backward()
+            opt_g.step()
+            monitor.step(g_loss)
+        report = monitor.report()
+    found = [f for f in report.findings if f.code == "NO_GRADIENT"]
+    if bug is None:
+        assert found == []
+        return
+    (finding,) = found
+    assert finding.severity == "error" and finding.location == "0"
+    assert finding.evidence["backward_ran"] == (bug == "generator output detached")
+    assert ("cut from the loss" in finding.message) == (bug == "generator output detached")
+    assert ("loss.backward() is not called" in finding.message) == (bug == "no backward")
+
+
 def test_two_backward_passes_without_any_zero_grad_stay_stale(fw):
     x, y = teacher_data(0)
     model = mlp(fw, [FEATURES, 16, 4])

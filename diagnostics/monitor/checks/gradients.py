@@ -123,7 +123,7 @@ def stale_gradients(view):
 
 def no_gradient(view):
     samples = view.backward_samples
-    findings = []
+    findings = _model_cut_from_loss(view) if not samples else []
     if len(samples) >= 2:
         missing = [p for p in view.layout.trainable
                    if not any(p.name in s.gradients for s in samples)]
@@ -166,6 +166,34 @@ def no_gradient(view):
             "a freeze); if the freeze is on purpose, leave them out of the optimizer",
             {"parameters": [p.name for p in frozen]}))
     return findings
+
+
+def _model_cut_from_loss(view):
+    """No parameter of the model got a gradient in the recent sampled steps, though each
+    step's loss had an autograd graph: the loss does not depend on the model's weights."""
+    cut = [s for s in view.recent if s.cut_from_loss is not None]
+    trainable = [p for p in view.layout.trainable   # meant to learn: frozen ones are not
+                 if p.in_optimizer is not False and getattr(p.tensor, "requires_grad", True)]
+    if len(cut) < 2 or len(cut) < len(view.recent) or not trainable:
+        return []
+    backward = {s.cut_from_loss for s in cut}
+    if backward == {"no backward"}:
+        why = ("loss.backward() is not called on the loss given to Monitor.step (its graph "
+               "still holds what backward needs)")
+        fix = "call loss.backward() before optimizer.step() in every iteration"
+    else:
+        why = ("backward ran on the loss, but its graph does not reach the model: the model's "
+               "output is cut from the loss")
+        fix = ("look for .detach(), .data or a NumPy round trip between the model's output and "
+               "the loss (a GAN's generator output detached in the generator's own step), and "
+               "for torch.no_grad() around the forward")
+    return [Finding(
+        "NO_GRADIENT", "error", trainable[0].module_name,
+        f"no gradient reached any of the model's {len(trainable)} trainable parameters in the "
+        f"last {len(cut)} sampled steps, though the loss has an autograd graph: {why}",
+        fix,
+        {"parameters": [p.name for p in trainable][:20], "sampled_steps": len(cut),
+         "backward_ran": sorted(backward) == ["backward ran"]})]
 
 
 def _runs(params, chosen):

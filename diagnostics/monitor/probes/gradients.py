@@ -56,6 +56,19 @@ class GradientsProbe(Probe):
             return None
         return hook
 
+    def on_step(self, loss):
+        """A sampled step in which no parameter got a gradient, though the loss has an autograd
+        graph: whether backward ran on it (its saved tensors freed) tells a graph cut between
+        the model and the loss from a missing ``loss.backward()``."""
+        sample = self.ctx.sample
+        if sample is None or self._arrived or not self._params:
+            return False
+        if self.ctx.backend.is_tensor(loss) and getattr(loss, "grad_fn", None) is not None:
+            alive = self.ctx.kernels.graph_buffers_alive(loss)
+            sample.cut_from_loss = {False: "backward ran", True: "no backward"}.get(alive,
+                                                                                  "unknown")
+        return False
+
     def _restart(self, sample, param, grad):
         """``zero_grad(set_to_none=True)`` between two backward passes of one iteration (a GAN's
         discriminator, zeroed after the generator's backward ran through it): what came before

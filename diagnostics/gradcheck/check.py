@@ -290,14 +290,17 @@ class _GradientCheck:
         checks.update({p.key: c for p, c in zip(self.points, points)})
         declared = self.declared()
         intended = [b for b in births if is_declared(b.module, declared)]
-        upstream = set()
+        padded = {b: pad for b in births if b not in intended
+                  for pad in [self._padding_row(b, checks[b.evidence])] if pad is not None}
+        upstream = {b.evidence for b in padded}
         for birth in intended:
             upstream |= self.evaluator.instrument.upstream(birth.evidence)
             upstream.add(birth.evidence)
         owners = {p.module for p in self.points if p.kind == OUTPUT and p.key in upstream}
 
         def explained(key):
-            """Wrong only because a declared module's backward feeds it."""
+            """Wrong only because a declared module's backward feeds it, or the padding row
+            an embedding leaves without a gradient by design."""
             return key in upstream or (key in parameters and key.rpartition(".")[0] in owners)
 
         births = [b for b in births if b not in intended and not explained(b.evidence)]
@@ -323,6 +326,8 @@ class _GradientCheck:
             findings.append(_unlocated_finding(parameters[faulty[0]], faulty))
         findings += [_declared_finding(b, self._module_type(b.module), checks[b.evidence],
                                        consequences) for b in intended]
+        findings += [_padding_finding(b, self._module_type(b.module), checks[b.evidence], pad)
+                     for b, pad in padded.items()]
         failed = bool(births) or any(not explained(k) for k in mismatched)
         unreached = [name for name in parameter_names if name in self.unreached]
         if unreached:
@@ -341,6 +346,18 @@ class _GradientCheck:
     def _first_position(self, parameter):
         owner = parameter.rpartition(".")[0]
         return next((i for i, p in enumerate(self.points) if p.module == owner), -1)
+
+    def _padding_row(self, birth, check):
+        """The ``padding_idx`` of an embedding whose weight gradient is wrong only in that row,
+        zeroed: nn.Embedding gives its padding row no gradient by design, so the gradient is
+        what the module defines; the numerical one says the output reads that row."""
+        if birth.path != "weight" or not birth.module or check.pattern is None:
+            return None
+        pad = getattr(self.backend.module(birth.module), "padding_idx", None)
+        if not isinstance(pad, int) or check.pattern.kind != "zeroed" or not check.shape:
+            return None
+        pad %= check.shape[0]
+        return pad if check.pattern.detail == f"rows [{pad}] of {check.shape[0]}" else None
 
     def _module_type(self, name):
         if name == LOSS:
@@ -416,6 +433,25 @@ def _finding(cause):
                 "affected": list(cause.affected)}
     return Finding("GRADIENT_MISMATCH", "error", cause.module, message + ".", suggestion,
                    evidence)
+
+
+def _padding_finding(birth, module_type, check, pad):
+    """Info, not an alarm: a model may read its padding on purpose (a CNN over padded text);
+    an attention mask that lets the pads in reads it by mistake."""
+    return Finding(
+        "GRADIENT_MISMATCH", "info", birth.module,
+        f"'{birth.module}' ({module_type}) gives its padding row (padding_idx={pad}) no "
+        f"gradient, as it does by design, but the model's output depends on that row "
+        f"(numerical gradient {_sci(check.numerical)} at {check.name}"
+        f"{list(check.worst_index) if check.worst_index is not None else ''}): padding tokens "
+        f"reach the output. An attention mask that does not mask them (key_padding_mask must "
+        f"be True at the pads: attention_mask == 0), or a pooling that counts them, lets "
+        f"padding change the predictions",
+        "mask the padding wherever it is read (key_padding_mask=(attention_mask == 0) in "
+        "attention; pooled sums divided by the number of real tokens); if reading the padding "
+        "embedding is intended (a CNN over padded text), nothing to fix",
+        {"module": birth.module, "module_type": module_type, "padding_idx": pad,
+         "check": check.to_dict()})
 
 
 def _declared_finding(birth, module_type, check, consequences):

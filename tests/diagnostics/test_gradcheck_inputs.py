@@ -206,3 +206,41 @@ def test_a_dict_of_targets_reaches_the_loss_whole_in_every_tool():
     assert seen and all(keys == ["aux", "label", "weight"] for keys in seen)
     with pytest.raises(DiagnosticsError, match=r"targets: expected .* or a dict, got"):
         check_gradients(model, loss_fn, x, "labels")
+
+
+@pytest.mark.parametrize("masked", [True, False])
+def test_an_embedding_padding_row_read_by_the_output_is_named_not_blamed(masked):
+    """nn.Embedding(padding_idx=0) gives row 0 no gradient by design. A model that reads the
+    padding (a mean over all positions, as an attention mask that lets the pads in does) has a
+    numerical gradient there: the check passes and says padding reaches the output, instead of
+    blaming the Embedding's backward. Masked pooling: nothing to say."""
+
+    class Pooled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(12, 8, padding_idx=0)
+            self.head = torch.nn.Linear(8, 3)
+
+        def forward(self, ids):
+            h = self.emb(ids)
+            if masked:
+                keep = (ids != 0).unsqueeze(-1).to(h.dtype)
+                h = (h * keep).sum(1) / keep.sum(1)
+            else:
+                h = h.mean(1)
+            return self.head(torch.tanh(h))
+
+    torch.manual_seed(0)
+    ids = torch.randint(1, 12, (6, 7))
+    ids[:, 5:] = 0
+    report = check_gradients(Pooled(), torch.nn.functional.cross_entropy, ids,
+                             torch.randint(0, 3, (6,)))
+    assert report.passed
+    if masked:
+        assert report.findings == []
+        return
+    (finding,) = report.findings
+    assert (finding.code, finding.severity, finding.location) == ("GRADIENT_MISMATCH", "info",
+                                                                  "emb")
+    assert finding.evidence["padding_idx"] == 0 and "padding tokens reach the output" in \
+        finding.message

@@ -36,7 +36,9 @@ def check_batch_independence(model, inputs, *, causal=False, output=None, seed=0
     """BATCH_MIXING and CAUSALITY_LEAK findings for a torch ``model`` on a batch ``inputs``.
 
     ``inputs``: one batch, examples on the first axis (floats, or token ids for a model that
-    starts with an embedding); at least 2 examples. ``causal``: also check that the output at
+    starts with an embedding); at least 2 examples. A dict is the model's keyword inputs
+    (``input_ids``, ``attention_mask``, ...): the examples probed are those of ``input_ids``
+    (else of its first tensor), the other entries go along unchanged. ``causal``: also check that the output at
     position t (second axis of output and inputs) depends only on positions <= t.
     ``output``: picks the prediction from the model's output when it is a tuple or dict (a
     callable, an index or a key); by default the first tensor, or ``"logits"``.
@@ -52,6 +54,14 @@ def _check(model, inputs, *, causal, output, seed):
     require(backend.name == "torch", "model", "a torch.nn.Module (the check reads input "
             "gradients through torch's autograd)", backend.name)
     torch = backend.torch
+    keyword, others = None, {}
+    if isinstance(inputs, dict):
+        tensors = [k for k, v in inputs.items() if isinstance(v, torch.Tensor)]
+        require(bool(tensors), "inputs", "a torch.Tensor batch, or a dict of keyword inputs "
+                "holding one", f"a dict without tensors ({sorted(inputs)})")
+        keyword = "input_ids" if "input_ids" in tensors else tensors[0]
+        others = {k: v for k, v in inputs.items() if k != keyword}
+        inputs = inputs[keyword]
     require(isinstance(inputs, torch.Tensor), "inputs", "a torch.Tensor batch",
             type(inputs).__name__)
     require(inputs.dim() >= 1 and inputs.shape[0] >= 2, "inputs",
@@ -70,7 +80,8 @@ def _check(model, inputs, *, causal, output, seed):
         x = inputs.detach().clone()
         if x.dtype.is_floating_point:
             x = x.to(dtype=torch.float64 if dtype else inputs.dtype).requires_grad_(True)
-        probe = _Probe(torch, twin, x, localize=localize)
+        probe = _Probe(torch, twin, x, localize=localize,
+                       keyword=keyword, others=_cast(torch, others, dtype))
         with torch.random.fork_rng(devices=[]), probe, warnings.catch_warnings():
             for text in _HOOK_WARNINGS:   # torch's notes about our own hooks, not the user's
                 warnings.filterwarnings("ignore", message=text)
@@ -97,8 +108,9 @@ class _Probe:
     """The copy, its input-gradient source, and a backward hook on every module that keeps
     the gradient of its output and the part of its input gradient that flows through it."""
 
-    def __init__(self, torch, twin, x, *, localize=True):
+    def __init__(self, torch, twin, x, *, localize=True, keyword=None, others=None):
         self.torch, self.twin, self.x = torch, twin, x
+        self.keyword, self.others = keyword, others or {}
         self.rows = x.shape[0]
         self.localize = localize
         self.order = [name for name, _ in twin.model.named_modules()]
@@ -134,7 +146,8 @@ class _Probe:
 
     def output(self, pick):
         try:
-            result = self.twin.forward(self.x)
+            result = (self.twin.forward(self.x) if self.keyword is None
+                      else self.twin.model(**self.others, **{self.keyword: self.x}))
         except Exception as error:  # the user's forward: report it, do not crash inside
             raise DiagnosticsError(f"model: the forward pass on a copy of the model raised "
                                    f"{type(error).__name__}: {error}") from error
@@ -150,6 +163,18 @@ class _Probe:
         self.grads = {}
         (result * weight).sum().backward(retain_graph=True)
         return source.grad, self.grads
+
+
+def _cast(torch, others, dtype):
+    """The other keyword inputs for the copy: floating tensors in its dtype, detached."""
+    cast = {}
+    for key, value in others.items():
+        if isinstance(value, torch.Tensor):
+            value = value.detach()
+            if value.is_floating_point() and dtype is not None:
+                value = value.to(torch.float64)
+        cast[key] = value
+    return cast
 
 
 def _batch_findings(probe, result, rng):

@@ -592,16 +592,20 @@ def _batch_independence(run):
     if backend.name != "torch":
         return CheckItem("batch independence", SKIP, "needs a torch model (input gradients "
                                                      "through torch's autograd)")
-    if batch.kwargs or len(batch.args) != 1 or not backend.is_tensor(batch.args[0]):
-        return CheckItem("batch independence", SKIP, "one tensor input needed: run "
-                                                     "check_batch_independence on it")
+    if batch.kwargs and not batch.args:
+        probed = dict(batch.kwargs)                  # keyword inputs: input_ids and the rest
+    elif not batch.kwargs and len(batch.args) == 1 and backend.is_tensor(batch.args[0]):
+        probed = batch.args[0]
+    else:
+        return CheckItem("batch independence", SKIP, "one tensor input or keyword inputs "
+                                                     "needed: run check_batch_independence")
     if batch.batch_size < 2:
         return CheckItem("batch independence", SKIP, "a batch of one example")
     what = "example i's output depends only on example i's input"
     if run.causal:
         what += ", and position t's only on positions <= t"
     try:
-        findings = check_batch_independence(backend.model, batch.args[0], causal=run.causal,
+        findings = check_batch_independence(backend.model, probed, causal=run.causal,
                                             output=batch.selector)
     except DiagnosticsError as error:   # raised by the user's model (its cause) fails the item
         status = FAIL if error.__cause__ is not None else SKIP

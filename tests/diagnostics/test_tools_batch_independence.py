@@ -187,3 +187,56 @@ def test_inplace_activations_do_not_break_the_check():
     mixing[2].fc = nn.Linear(8, 3)
     assert [f.code for f in check_batch_independence(mixing, torch.randn(4, 6))] == [
         "BATCH_MIXING"]
+
+
+class KeywordEncoder(nn.Module):
+    """A Hugging Face-style signature: ``forward(input_ids, attention_mask)``, a dict out; the
+    pads are masked in attention and in the mean. ``mix``: the batch and positions swapped
+    with a view before attention (the batch mixes)."""
+
+    def __init__(self, mix=False, causal=True):
+        super().__init__()
+        self.mix, self.causal = mix, causal
+        self.embed = nn.Embedding(11, 16, padding_idx=0)
+        self.attn = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.head = nn.Linear(16, 11)
+
+    def forward(self, input_ids, attention_mask):
+        h = self.embed(input_ids)
+        if self.mix:
+            h = h.view(h.shape[1], h.shape[0], -1).transpose(0, 1).contiguous().view_as(h)
+        steps = h.shape[1]
+        future = torch.triu(torch.ones(steps, steps, dtype=torch.bool), 1) if self.causal \
+            else None
+        out, _ = self.attn(h, h, h, key_padding_mask=attention_mask == 0, attn_mask=future,
+                           need_weights=False)
+        return {"logits": self.head(out)}
+
+
+def _keyword_batch():
+    ids = torch.from_numpy(np.random.default_rng(1).integers(1, 11, (3, 6)))
+    mask = torch.ones_like(ids)
+    ids[:, 5:], mask[:, 5:] = 0, 0
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def test_keyword_inputs_are_probed_on_input_ids_with_the_rest_passed_along():
+    """A dict of keyword inputs (input_ids, attention_mask): the examples of input_ids are
+    probed, the mask rides along; a healthy causal encoder is quiet, a batch-mixing view is
+    named, and preflight no longer skips the item for keyword inputs."""
+    from diagnostics import preflight
+
+    torch.manual_seed(0)
+    batch = _keyword_batch()
+    assert check_batch_independence(KeywordEncoder(), batch, causal=True) == []
+    (finding,) = check_batch_independence(KeywordEncoder(mix=True), batch)
+    assert finding.code == "BATCH_MIXING"
+    (leak,) = check_batch_independence(KeywordEncoder(causal=False), batch, causal=True)
+    assert leak.code == "CAUSALITY_LEAK"
+    labels = batch["input_ids"]
+    report = preflight(KeywordEncoder(mix=True), lambda out, y: nn.functional.cross_entropy(
+        out["logits"].reshape(-1, 11), y.reshape(-1)), batch, labels)
+    item = next(i for i in report.items if i.name == "batch independence")
+    assert item.status == "FAIL" and [f.code for f in item.findings] == ["BATCH_MIXING"]
+    with pytest.raises(DiagnosticsError, match="inputs: expected a torch.Tensor batch, or a dict"):
+        check_batch_independence(KeywordEncoder(), {"input_ids": [1, 2]})

@@ -185,6 +185,9 @@ class TrainingWatch:
                                      f"({name}); it is watched with its first one only")
                 continue
             label = f"{type(model).__name__} ({name})"
+            same = sum(1 for taken, _ in self.watched if taken.split(" #")[0] == label)
+            if same:   # a GAN's generator and discriminator: two Sequentials with two Adams
+                label += f" #{same + 1}"
             try:
                 monitor = Monitor(model, optimizer, every=self.every, sinks=self._sinks(),
                                   on_finding=self._finding_callback(label),

@@ -102,6 +102,26 @@ def test_two_models_with_their_own_optimizers_get_one_monitor_each():
     assert all(report.steps == 9 for _, report in watch.reports())
 
 
+def test_two_models_of_one_type_with_one_optimizer_type_get_labels_apart():
+    """A GAN: generator and discriminator, both Sequential, both with Adam."""
+    x, _ = _data()
+    torch.manual_seed(0)
+    generator = torch.nn.Sequential(torch.nn.Linear(8, 8))
+    discriminator = torch.nn.Sequential(torch.nn.Linear(8, 1))
+    opt_g = torch.optim.Adam(generator.parameters(), lr=1e-3)
+    opt_d = torch.optim.Adam(discriminator.parameters(), lr=1e-3)
+    with TrainingWatch(every=5) as watch:
+        for _ in range(6):
+            opt_d.zero_grad()
+            discriminator(generator(x).detach()).mean().backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            (-discriminator(generator(x)).mean()).backward()
+            opt_g.step()
+    assert [label for label, _ in watch.watched] == ["Sequential (Adam)",
+                                                     "Sequential (Adam) #2"]
+
+
 def test_an_optimizer_over_bare_tensors_is_reported_as_not_watched():
     weight = torch.zeros(3, requires_grad=True)
     opt = torch.optim.SGD([weight], lr=0.1)

@@ -80,9 +80,9 @@ class TorchKernels(Kernels):
         if first.device.type == "cpu" and first.dtype in (torch.float32, torch.float64) and all(
                 g.dtype == first.dtype and g.device == first.device
                 and g.layout == torch.strided for g in grads):
-            # a dot per gradient: 1.5x faster on the CPU than the fused norm (which with
-            # ``dtype`` converts and without it takes a slower path); it overflows where
-            # torch's own float32 norm does (a square above 3.4e38)
+            # a dot per gradient: 1.6x faster on the CPU than the fused norm on gradients in
+            # cache (61 vs 97 us on the benchmark MLP; about even when they come from memory);
+            # it overflows where torch's own float32 norm does (a square above 3.4e38)
             flats = [g.detach().reshape(-1) for g in grads]
             return torch.stack([torch.dot(f, f) for f in flats]).sqrt_()
         device = first.device

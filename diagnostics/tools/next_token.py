@@ -23,31 +23,38 @@ OFFSETS = (0, 2, -1)   # the wrong offsets, in the order they are reported
 
 
 def misaligned_targets(backend, batch, output, key):
-    """``(summary, [Finding])``: TARGETS_MISALIGNED when the loss scores the logits at position
-    t against the input token at t, t + 2 or t - 1 instead of t + 1. ``summary`` is None when
-    it cannot be read: no integer input ``(B, T)`` beside logits ``(B, T, V)`` or ``(B, V, T)``,
-    or a loss whose gradient on them is not one class distribution per position."""
+    """``(judged, summary, [Finding])``: TARGETS_MISALIGNED when the loss scores the logits at
+    position t against the input token at t, t + 2 or t - 1 instead of t + 1. ``judged`` is
+    False (and ``summary`` says why) when it cannot be read: no integer input ``(B, T)``
+    beside logits ``(B, T, V)`` or ``(B, V, T)``, a loss whose gradient on them is not one
+    class distribution per position, too few scored positions, or targets that are none of the
+    input tokens near t (not a next-token loss on these inputs)."""
+    unread = (False, "needs integer token inputs (batch, positions), logits (batch, positions, "
+                     "vocabulary) and a loss over classes", [])
     logits = backend.to_numpy(outputs.pick(output, key))
     if logits.ndim != 3:
-        return None, []
+        return unread
     scored = _scored_tokens(backend, batch, output, key, logits)
     tokens = None if scored is None else _token_ids(backend, batch, scored.shape)
     if tokens is None:
-        return None, []
+        return unread
     shares = {offset: _share(scored, tokens, offset) for offset in (1,) + OFFSETS}
     matched_next, compared = shares[1]
-    summary = (f"{matched_next:.0%} of {compared} scored positions t are scored against the "
-               f"input token t + 1")
-    if compared < MIN_POSITIONS or matched_next > NEXT_AT_MOST:
-        return summary, []
+    if compared < MIN_POSITIONS:
+        return False, f"only {compared} scored positions: too few to read", []
+    if matched_next > NEXT_AT_MOST:
+        return True, (f"{matched_next:.0%} of {compared} scored positions t are scored "
+                      f"against the input token t + 1"), []
     wrong = next((offset for offset in OFFSETS if shares[offset][1] >= MIN_POSITIONS
                   and shares[offset][0] >= MATCHED), None)
     if wrong is None:
-        return summary, []
+        return False, (f"the targets are none of the input tokens t - 1 .. t + 2 "
+                       f"({matched_next:.0%} are t + 1): not a next-token loss on these "
+                       f"inputs"), []
     share, compared = shares[wrong]
-    return (f"position t is scored against input token t{wrong:+d}" if wrong else
-            "position t is scored against input token t itself") + (
-        f", not t + 1 ({share:.0%} of {compared} scored positions)"), [_finding(wrong, shares)]
+    where = f"input token t{wrong:+d}" if wrong else "input token t itself"
+    return True, (f"position t is scored against {where}, not t + 1 ({share:.0%} of "
+                  f"{compared} scored positions)"), [_finding(wrong, shares)]
 
 
 def _token_ids(backend, batch, shape):

@@ -618,13 +618,10 @@ def _batch_independence(run):
 
 def _next_token(run):
     """With ``causal=True``: the loss scores position t against input token t + 1."""
-    summary, findings = misaligned_targets(run.backend, run.batch, run.facts["output"],
-                                           run.facts["logits_key"])
-    if summary is None:
-        return CheckItem("next-token targets", SKIP, "needs integer token inputs (batch, "
-                                                     "positions) and logits (batch, positions, "
-                                                     "vocabulary)")
-    return CheckItem("next-token targets", _status(findings), summary, findings)
+    judged, summary, findings = misaligned_targets(run.backend, run.batch, run.facts["output"],
+                                                   run.facts["logits_key"])
+    return CheckItem("next-token targets", _status(findings) if judged else SKIP, summary,
+                     findings)
 
 
 def _class_labels(run):

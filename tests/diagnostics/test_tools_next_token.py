@@ -58,7 +58,7 @@ def test_the_offset_read_from_the_loss_is_the_one_planted(vocab, steps, rows, of
     ids = sequence[:, 2:steps + 2]
     begin = 2 + offset + (-1 if shifts else 0)     # a shifting loss moves labels one further
     labels = sequence[:, begin:begin + steps]
-    summary, findings = _read("torch", vocab, ids, labels, shifts=shifts)
+    judged, summary, findings = _read("torch", vocab, ids, labels, shifts=shifts)
     scored = steps - shifts                      # positions the loss scores, per row
 
     def compared(k):
@@ -78,9 +78,9 @@ def test_the_offset_read_from_the_loss_is_the_one_planted(vocab, steps, rows, of
 def test_labels_equal_to_the_inputs_pass_only_through_a_loss_that_shifts(framework):
     rng = np.random.default_rng(1)
     ids = rng.integers(0, 12, (4, 10))
-    summary, findings = _read(framework, 12, ids, ids, shifts=True)
-    assert findings == [] and summary.startswith("100% of 36 scored positions")
-    summary, findings = _read(framework, 12, ids, ids, shifts=False)
+    judged, summary, findings = _read(framework, 12, ids, ids, shifts=True)
+    assert judged and findings == [] and summary.startswith("100% of 36 scored positions")
+    judged, summary, findings = _read(framework, 12, ids, ids, shifts=False)
     assert [f.evidence["offset"] for f in findings] == [0]
     assert "copy its input" in findings[0].message
     assert summary.startswith("position t is scored against input token t itself")
@@ -91,7 +91,7 @@ def test_ignored_positions_and_label_smoothing_do_not_blur_the_reading():
     ids = rng.integers(0, 10, (4, 12))
     labels = ids.copy()
     labels[:, -4:] = -100                     # padding the loss ignores
-    summary, findings = _read("torch", 10, ids, labels, shifts=False, smoothing=0.1)
+    judged, summary, findings = _read("torch", 10, ids, labels, shifts=False, smoothing=0.1)
     (finding,) = findings
     assert finding.evidence["offset"] == 0 and finding.evidence["positions"] == 4 * 8
 
@@ -103,7 +103,8 @@ def test_no_token_ids_no_reading():
     batch = Batch.prepare(backend, loss, torch.randn(8, 6), torch.randint(0, 5, (8,)))
     with backend.no_grad():
         output = batch.forward(backend_model)
-    assert misaligned_targets(backend, batch, output, None) == (None, [])
+    judged, summary, findings = misaligned_targets(backend, batch, output, None)
+    assert not judged and findings == [] and summary.startswith("needs integer token inputs")
 
 
 @pytest.mark.parametrize("framework", ["torch", "minigrad"])
@@ -144,5 +145,14 @@ def test_logits_with_the_classes_on_axis_one_are_read_where_the_loss_puts_them()
     batch = Batch.prepare(backend, torch.nn.functional.cross_entropy, ids, ids)
     with backend.no_grad():
         output = batch.forward(wrapped)
-    summary, findings = misaligned_targets(backend, batch, output, None)
+    judged, summary, findings = misaligned_targets(backend, batch, output, None)
     assert [f.evidence["offset"] for f in findings] == [0]
+
+
+def test_targets_that_are_not_the_inputs_at_any_offset_are_not_judged():
+    """A causal tagger scoring each position against a tag, not a token: no verdict."""
+    rng = np.random.default_rng(5)
+    ids = rng.integers(0, 12, (4, 10))
+    tags = rng.integers(0, 12, (4, 10))
+    judged, summary, findings = _read("torch", 12, ids, tags, shifts=False)
+    assert not judged and findings == [] and "not a next-token loss" in summary

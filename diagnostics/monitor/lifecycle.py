@@ -61,9 +61,8 @@ class FindingLog:
                     self._active[key] = replace(finding, first_step=known.first_step,
                                                 last_step=step)
                     transitions.append(self._active[key])
-                elif known.last_step != step:   # the latest words and numbers, same severity
-                    self._active[key] = replace(finding, severity=known.severity,
-                                                first_step=known.first_step, last_step=step)
+                elif known.last_step != step:
+                    self._active[key] = replace(known, last_step=step)
         ran = {check for check, _ in results}
         for key in list(self._active):
             if key in found_now or not self._sources[key] & ran:

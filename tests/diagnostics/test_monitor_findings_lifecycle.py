@@ -88,17 +88,16 @@ def test_a_severity_that_rises_is_announced_again_and_keeps_its_first_step():
     assert risen.severity == "error" and (risen.first_step, risen.last_step) == (3, 5)
 
 
-def test_a_finding_seen_again_carries_the_latest_words_and_numbers_not_a_lower_severity():
-    """The report's message says what holds at its last sighting ("the loss is 1.5 now"),
-    not what it was when it appeared; a milder sighting keeps the severity reached."""
+def test_a_finding_seen_again_keeps_its_first_words_and_numbers():
+    """The evidence of a finding is what showed it first (a stale .grad at step 1, not the
+    blown-up run of step 150); the steps it held are first_step and last_step."""
     log = FindingLog()
-    log.update(3, [(check_a, [Finding("LOSS_PLATEAU", "error", "loss", "at 2.3", "",
+    log.update(3, [(check_a, [Finding("LOSS_PLATEAU", "warning", "loss", "at 2.3", "",
                                       {"v": 2.3})])])
     assert log.update(8, [(check_a, [Finding("LOSS_PLATEAU", "warning", "loss", "at 1.5", "",
                                             {"v": 1.5})])]) == []   # no new announcement
     (finding,) = log.active
-    assert (finding.message, finding.evidence, finding.severity) == ("at 1.5", {"v": 1.5},
-                                                                     "error")
+    assert (finding.message, finding.evidence) == ("at 2.3", {"v": 2.3})
     assert (finding.first_step, finding.last_step) == (3, 8)
 
 

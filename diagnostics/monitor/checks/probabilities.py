@@ -67,10 +67,12 @@ def _squashed_twice(view, records):
     where = f"module '{record.module}'" if record.module else "a functional call"
     evidence = {"graph_chain": list(record.chain), "module": record.module,
                 "samples": len({r.step for r in records})}
-    losses = view.losses[np.isfinite(view.losses)] if view.losses.size else np.array([])
-    now = f", and it is {float(losses[-1]):.4g} now;" if losses.size else ","
-    if losses.size:
-        evidence["loss"] = float(losses[-1])
+    finite = np.flatnonzero(np.isfinite(view.losses)) if view.losses.size else np.array([])
+    now = ","
+    if finite.size:   # a finding keeps its first words: say when the loss was this
+        last = int(finite[-1])
+        now = f", and it is {float(view.losses[last]):.4g} at step {last};"
+        evidence["loss"] = float(view.losses[last])
     if record.kind == "sigmoid":
         low, high = bce_with_logits_floor(1), bce_with_logits_floor(0)
         evidence.update(floor_positive=low, floor_negative=high)

@@ -141,6 +141,28 @@ def test_learning_rate_ten_diverges(fw):
         f.suggestion for f in report.findings if f.code == "LOSS_DIVERGING")
 
 
+def test_the_advice_to_lower_a_decayed_learning_rate_quotes_its_peak(fw):
+    """lr=10 decaying linearly to 0 (a Trainer's default schedule): near the end "lr=0 -> 0"
+    is no advice; the peak the run was set to is (9.875: the rate at the first step seen)."""
+    model = mlp(fw, [FEATURES, 32, 32, 4])
+    optimizer = fw.optim.SGD(model.parameters(), lr=10)
+    x, y = teacher_data(0)
+    steps = 80
+    with Monitor(model, optimizer, every=1, window=10) as monitor:
+        for step, (xb, yb) in enumerate(batches(x, y, steps=steps)):
+            optimizer.zero_grad()
+            loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb))
+            loss.backward()
+            optimizer.step()
+            for group in optimizer.param_groups:
+                group["lr"] = 10 * (1 - (step + 1) / steps)
+            monitor.step(loss)
+        report = monitor.report()
+    advice = [f.suggestion for f in report.findings if "lower the learning rate" in f.suggestion]
+    assert advice and all("lower the learning rate 10x (its peak lr=9.875 -> 0.9875; the "
+                          "schedule has it at" in a for a in advice)
+
+
 @pytest.mark.parametrize("plant", ["negative bias", "constant negative weights"])
 def test_constant_negative_init_kills_relu_units(fw, plant):
     model = mlp(fw, [FEATURES, 32, 32, 4])

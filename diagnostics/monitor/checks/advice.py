@@ -2,9 +2,15 @@
 
 
 def lower_learning_rate(view):
+    """10x lower than the rate set: the schedule's peak when it has decayed since (at the end
+    of a linear decay the rate now is 0, and a tenth of it no advice)."""
     lr = view.learning_rate
     if lr is None:
         return "lower the learning rate (try 10x lower)"
+    peak = view.signals.get("peak_learning_rate")
+    if peak is not None and peak > 2 * lr:
+        return (f"lower the learning rate 10x (its peak lr={peak:g} -> {peak / 10:g}; the "
+                f"schedule has it at {lr:g} now)")
     return f"lower the learning rate 10x (lr={lr:g} -> {lr / 10:g})"
 
 

@@ -68,7 +68,8 @@ class ScheduleProbe(Probe):
                             self._lowest_step, cycled, back_step)
 
     def view_fields(self):
-        return {"signals": {"fast_schedule": self.fast}}
+        return {"signals": {"fast_schedule": self.fast,
+                            "peak_learning_rate": self._peak or None}}
 
 
 def _first_lr(optimizer):

@@ -117,8 +117,8 @@ def loss_plateau(view):
     return [Finding(
         "LOSS_PLATEAU", "warning", "loss",
         f"the loss has stayed at {now:.4g} for the last {levels.steps} steps, "
-        f"{progress:.1%} below where it started ({initial:.4g})",
-        "raise the learning rate (diagnostics.find_lr(model, loss_fn, (inputs, targets)) "
+        f"{progress:.1%} below where it started ({initial:.4g})" + _frozen_text(view),
+        _unfreeze(view) + "raise the learning rate (diagnostics.find_lr(model, loss_fn, (inputs, targets)) "
         "suggests one); check "
         "that the data and labels are what you think (shuffled or misaligned labels); check "
         "that gradients reach every layer and that optimizer.step() changes the weights; "
@@ -152,8 +152,9 @@ def loss_at_chance(view):
         "LOSS_AT_CHANCE", "warning", "loss",
         f"the loss sits at {now:.4g}, the cross-entropy of a uniform guess over {width} "
         f"classes (-log(1/{width}) = {chance:.4g}), after {view.step} steps, and the "
-        f"predictions are near-uniform (softmax entropy {entropy:.4g} of at most {chance:.4g})",
-        "check that labels belong to their inputs (a shuffle applied to x but not y, a wrong "
+        f"predictions are near-uniform (softmax entropy {entropy:.4g} of at most {chance:.4g})"
+        + _frozen_text(view),
+        _unfreeze(view) + "check that labels belong to their inputs (a shuffle applied to x but not y, a wrong "
         "column, labels offset by one); check that the model can overfit one batch (gradhunt "
         "preflight); if it can, check that examples do not mix (check_batch_independence("
         "model, inputs): a view or reshape that moves the batch axis lets one batch be "
@@ -161,6 +162,38 @@ def loss_at_chance(view):
         "layer's width is the number of classes",
         {"loss": now, "chance_loss": chance, "prediction_entropy": entropy, "classes": width,
          "steps": view.step})]
+
+
+FROZEN_SHARE = 0.5   # a loss that does not move, with most of the model frozen: say so
+
+
+def _frozen(view):
+    """``(frozen values, all values, names)`` when at least ``FROZEN_SHARE`` of the model's
+    parameter values have requires_grad=False, else None."""
+    params = view.layout.params if view.layout is not None else []
+    total = sum(p.numel for p in params)
+    frozen = [p for p in params if not p.trainable]
+    count = sum(p.numel for p in frozen)
+    if not total or count < FROZEN_SHARE * total:
+        return None
+    return count, total, frozen
+
+
+def _frozen_text(view):
+    found = _frozen(view)
+    if found is None:
+        return ""
+    count, total, frozen = found
+    names = ", ".join(p.name for p in frozen[:3]) + (", ..." if len(frozen) > 3 else "")
+    return (f"; {count / total:.1%} of the model's {total:,} parameter values are frozen "
+            f"(requires_grad=False: {names}), so only the rest can learn")
+
+
+def _unfreeze(view):
+    if _frozen(view) is None:
+        return ""
+    return ("if the freeze is not on purpose, unfreeze them (model.requires_grad_(True)) "
+            "before building the optimizer; ")
 
 
 def moving_target(view):

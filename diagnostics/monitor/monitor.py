@@ -163,6 +163,8 @@ class Monitor:
         require(not self._closed, "Monitor.step", "an open Monitor", "one that was closed")
         try:
             urgent = any(self._each("on_step", loss))
+            if self._ctx.sample is not None:
+                self._each("on_sampled_step", loss)
         finally:
             self._ctx.walked = None   # the loss's graph walk, shared by the probes: let it go
         sample = self._ctx.sample
@@ -403,8 +405,8 @@ class Monitor:
 
 
 # the probe methods the Monitor calls (``probes.base.Probe``)
-_PHASES = ("attach", "begin", "on_forward", "on_step", "contribute", "finish", "view_fields",
-           "fill_row", "report_fields")
+_PHASES = ("attach", "begin", "on_forward", "on_step", "on_sampled_step", "contribute",
+           "finish", "view_fields", "fill_row", "report_fields")
 
 
 def _require_scaler(scaler, backend):

@@ -41,7 +41,7 @@ How to add a signal (three files and a registration):
 
 1. ``probes/<signal>.py``: a ``Probe`` subclass that overrides only the moments it needs
    (``attach`` for hooks on sampled iterations, ``on_forward`` or ``on_step`` for every
-   iteration, ``contribute`` to queue device results on the one gather, ``finish`` to fold a
+   iteration, ``on_sampled_step`` for the loss of sampled ones only, ``contribute`` to queue device results on the one gather, ``finish`` to fold a
    completed sample into its own state, ``columns`` and ``fill_row`` for history columns),
    and hands its check what it measured from ``view_fields`` as ``{"signals": {name:
    value}}`` (the check reads ``view.signals[name]``). Append the class to ``PROBES`` below.

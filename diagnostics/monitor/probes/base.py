@@ -58,7 +58,7 @@ class Probe:
     ``on_step`` (the per-step hot path) only on probes that override them.
 
     Order of a sampled iteration: ``begin`` (and ``attach`` when its hooks are not on yet),
-    hooks fire, ``on_step(loss)``, ``contribute`` (queue on ``ctx.collector``), the one
+    hooks fire, ``on_step(loss)``, ``on_sampled_step(loss)``, ``contribute`` (queue on ``ctx.collector``), the one
     transfer, ``finish(sample)``, then ``view_fields`` for the checks and ``fill_row``.
     """
 
@@ -79,6 +79,10 @@ class Probe:
     def on_step(self, loss):
         """``Monitor.step(loss)``, every iteration. True asks for the urgent checks now."""
         return False
+
+    def on_sampled_step(self, loss):
+        """``Monitor.step(loss)`` of a sampled iteration, after every probe's ``on_step``: what
+        reads the loss only when sampled stays off the per-step hot path."""
 
     def contribute(self):
         """Queue what waits for the host on ``ctx.collector``: called before every transfer."""

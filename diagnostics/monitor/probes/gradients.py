@@ -56,18 +56,16 @@ class GradientsProbe(Probe):
             return None
         return hook
 
-    def on_step(self, loss):
-        """A sampled step in which no parameter got a gradient, though the loss has an autograd
-        graph: whether backward ran on it (its saved tensors freed) tells a graph cut between
-        the model and the loss from a missing ``loss.backward()``."""
-        sample = self.ctx.sample
-        if sample is None or self._arrived or not self._params:
-            return False
+    def on_sampled_step(self, loss):
+        """No parameter got a gradient, though the loss has an autograd graph: whether backward
+        ran on it (its saved tensors freed) tells a graph cut between the model and the loss
+        from a missing ``loss.backward()``."""
+        if self._arrived or not self._params:
+            return
         if self.ctx.backend.is_tensor(loss) and getattr(loss, "grad_fn", None) is not None:
             alive = self.ctx.kernels.graph_buffers_alive(loss)
-            sample.cut_from_loss = {False: "backward ran", True: "no backward"}.get(alive,
-                                                                                  "unknown")
-        return False
+            self.ctx.sample.cut_from_loss = {False: "backward ran", True: "no backward"}.get(
+                alive, "unknown")
 
     def _restart(self, sample, param, grad):
         """``zero_grad(set_to_none=True)`` between two backward passes of one iteration (a GAN's

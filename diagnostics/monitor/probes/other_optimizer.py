@@ -69,10 +69,10 @@ class OtherOptimizerProbe(Probe):
                 self._input_leaves = self.ctx.kernels.graph_leaves(value)
                 return
 
-    def on_step(self, loss):
+    def on_sampled_step(self, loss):
         ctx = self.ctx
-        if not self._active or ctx.sample is None:
-            return False
+        if not self._active:
+            return
         held = optimizer_parameter_ids(ctx.optimizer)
         tensors = [p.tensor for p in ctx.layout.trainable] + self._input_leaves
         if ctx.backend.is_tensor(loss) and getattr(loss, "grad_fn", None) is not None:
@@ -85,7 +85,6 @@ class OtherOptimizerProbe(Probe):
             tensor = entry.ref()
             if tensor is not None and not entry.frozen and key not in held:
                 self._queued.append((entry, ctx.step, ctx.kernels.weight_sample(tensor)))
-        return False
 
     def _follow(self, key, tensor):
         entry = self._followed.get(key)

@@ -95,17 +95,16 @@ class ProbabilitiesProbe(Probe):
                 self._squashers.append((name, node))
         return hook
 
-    def on_step(self, loss):
-        """On sampled steps, with a loss tensor: the graph's sigmoids and softmaxes fed to a
-        loss that applies its own."""
+    def on_sampled_step(self, loss):
+        """With a loss tensor: the graph's sigmoids and softmaxes fed to a loss that applies
+        its own."""
         ctx = self.ctx
-        if ctx.sample is None or getattr(loss, "grad_fn", None) is None:
-            return False
+        if getattr(loss, "grad_fn", None) is None:
+            return
         for chain, op, node in ctx.kernels.squashed_twice(loss, walk=ctx.loss_walk(loss)):
             module = next((name for name, seen in self._squashers if seen is node), None)
             self._twice.append(SquashedTwiceRecord(ctx.step, _SQUASHERS[op], chain, module))
         self._squashers = []
-        return False
 
     def _on_output(self, module, args, output):
         ctx = self.ctx

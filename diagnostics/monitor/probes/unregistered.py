@@ -57,11 +57,10 @@ class UnregisteredProbe(Probe):
                 if is_tensor(item):
                     self._inputs.add(id(item))
 
-    def on_step(self, loss):
+    def on_sampled_step(self, loss):
         ctx = self.ctx
-        if (ctx.sample is None or not ctx.backend.is_tensor(loss)
-                or getattr(loss, "grad_fn", None) is None):
-            return False
+        if not ctx.backend.is_tensor(loss) or getattr(loss, "grad_fn", None) is None:
+            return
         outside = [t for t in ctx.kernels.graph_leaves(loss, walk=ctx.loss_walk(loss))
                    if id(t) not in self._known and id(t) not in self._inputs]
         if outside:
@@ -71,7 +70,6 @@ class UnregisteredProbe(Probe):
             entry = self._follow(tensor)
             if entry is not None and not entry.changed:
                 self._queued.append((entry, ctx.step, ctx.kernels.weight_sample(tensor)))
-        return False
 
     def _held_now(self):
         """Ids of the model's parameters and buffers and the optimizer's parameters, as they

@@ -135,6 +135,18 @@ def constant(backend, output):
     return probe
 
 
+def loss_gradient(backend, loss_fn, output, key, values, targets):
+    """The gradient of ``loss_fn`` on the entry at ``key`` of ``output``, set to ``values`` (an
+    ndarray) while the other entries stay constant: an ndarray, or None when the loss does not
+    reach it. The user's loss, not a convention, says how the entry meets the targets."""
+    leaf = backend.from_numpy(values, like=next((p for _, p in backend.named_parameters()),
+                                                None))
+    leaf.requires_grad_(True)
+    with backend.enable_grad():
+        backend.backward(loss_fn(replace(constant(backend, output), key, leaf), targets))
+    return None if leaf.grad is None else backend.to_numpy(leaf.grad)
+
+
 def loss_reads(backend, loss_fn, output, targets):
     """The keys of the floating tensor entries that ``loss_fn`` reads (None when it cannot run
     on leaves): each entry becomes a detached leaf, and the loss's backward says which ones it

@@ -17,7 +17,7 @@ from ..progress import progress_bar
 from .declared import check_declared, declared_modules, function_hosts, is_declared
 from .evaluator import Evaluator
 from .localize import INTERNAL, LOSS, locate
-from .patterns import classify
+from .patterns import classify, zeroed_rows_text
 from .points import INPUT, OUTPUT, Instrument
 from .probing import CONFIRM, Prober, Target
 from .report import (MISMATCH, NOT_DIFFERENTIATED, OK, UNCHECKED, Culprit, GradientReport,
@@ -357,7 +357,7 @@ class _GradientCheck:
         if not isinstance(pad, int) or check.pattern.kind != "zeroed" or not check.shape:
             return None
         pad %= check.shape[0]
-        return pad if check.pattern.detail == f"rows [{pad}] of {check.shape[0]}" else None
+        return pad if check.pattern.detail == zeroed_rows_text([pad], check.shape[0]) else None
 
     def _module_type(self, name):
         if name == LOSS:

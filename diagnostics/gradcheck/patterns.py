@@ -261,6 +261,11 @@ def _describe_zeros(zeroed):
     if zeroed.ndim >= 2:
         rows = [int(r) for r in np.flatnonzero(zeroed.reshape(zeroed.shape[0], -1).all(axis=1))]
         if rows and count == len(rows) * (zeroed.size // zeroed.shape[0]):
-            shown = ", ".join(str(r) for r in rows[:8]) + (", ..." if len(rows) > 8 else "")
-            return f"rows [{shown}] of {zeroed.shape[0]}"
+            return zeroed_rows_text(rows, zeroed.shape[0])
     return f"{count} of {zeroed.size} elements"
+
+
+def zeroed_rows_text(rows, total):
+    """How a "zeroed" pattern of whole rows reads: ``rows [3, 7] of 8``."""
+    shown = ", ".join(str(r) for r in rows[:8]) + (", ..." if len(rows) > 8 else "")
+    return f"rows [{shown}] of {total}"

@@ -13,7 +13,6 @@ t + 2. Positions the loss ignores (no gradient) are left out.
 import numpy as np
 
 from .. import outputs
-from ..batch import first_parameter
 from ..findings import Finding
 
 MIN_POSITIONS = 16     # scored positions needed to tell an offset from coincidence
@@ -76,14 +75,11 @@ def _scored_tokens(backend, batch, output, key, logits):
     its gradient), -1 where the loss gives no gradient; None when the gradient is not a class
     distribution's along the last axis or the second (its entries summing to 0 at every
     position, as cross-entropy's do: the loss, not a convention, tells the class axis)."""
-    leaf = backend.from_numpy(logits.copy(), like=first_parameter(backend))
-    leaf.requires_grad_(True)
-    probe = outputs.replace(outputs.constant(backend, output), key, leaf)
-    with backend.enable_grad():
-        backend.backward(batch.loss(probe))
-    if leaf.grad is None:
+    grad = outputs.loss_gradient(backend, batch.loss_fn, output, key, logits.copy(),
+                                 batch.targets)
+    if grad is None:
         return None
-    grad = backend.to_numpy(leaf.grad).astype(np.float64)
+    grad = grad.astype(np.float64)
     scale = np.abs(grad).max()
     if not np.isfinite(scale) or scale == 0:
         return None

@@ -124,10 +124,10 @@ def _activation_after(view, layer):
     if sample is None:
         return None
     names = list(sample.activations)
-    following = names[names.index(layer) + 1] if names.index(layer) + 1 < len(names) else None
-    info = next((l for l in view.layout.layers if l.name == following), None)
+    following = names[names.index(layer) + 1:][:1]
+    info = next((l for l in view.layout.layers if l.name in following), None)
     parameters = getattr(getattr(info, "module", None), "parameters", None)
-    if info is None or parameters is None or any(True for _ in parameters()):
+    if parameters is None or next(iter(parameters()), None) is not None:
         return None
     return info
 

@@ -114,11 +114,12 @@ def loss_plateau(view):
     level = float(np.median(levels.recent))
     if level > 0 and _is_swinging(*_swings(levels.recent, level), thresholds):
         return []   # a level that swings is LOSS_OSCILLATING (lower the lr), not a plateau
+    frozen, unfreeze = _frozen(view)
     return [Finding(
         "LOSS_PLATEAU", "warning", "loss",
         f"the loss has stayed at {now:.4g} for the last {levels.steps} steps, "
-        f"{progress:.1%} below where it started ({initial:.4g})" + _frozen_text(view),
-        _unfreeze(view) + "raise the learning rate (diagnostics.find_lr(model, loss_fn, (inputs, targets)) "
+        f"{progress:.1%} below where it started ({initial:.4g})" + frozen,
+        unfreeze + "raise the learning rate (diagnostics.find_lr(model, loss_fn, (inputs, targets)) "
         "suggests one); check "
         "that the data and labels are what you think (shuffled or misaligned labels); check "
         "that gradients reach every layer and that optimizer.step() changes the weights; "
@@ -148,13 +149,14 @@ def loss_at_chance(view):
     if best is not None and best < (1 - 2 * tolerance) * chance:
         return []   # it learned once, then lost it: LOSS_DIVERGING tells that story
     width = view.output_width
+    frozen, unfreeze = _frozen(view)
     return [Finding(
         "LOSS_AT_CHANCE", "warning", "loss",
         f"the loss sits at {now:.4g}, the cross-entropy of a uniform guess over {width} "
         f"classes (-log(1/{width}) = {chance:.4g}), after {view.step} steps, and the "
         f"predictions are near-uniform (softmax entropy {entropy:.4g} of at most {chance:.4g})"
-        + _frozen_text(view),
-        _unfreeze(view) + "check that labels belong to their inputs (a shuffle applied to x but not y, a wrong "
+        + frozen,
+        unfreeze + "check that labels belong to their inputs (a shuffle applied to x but not y, a wrong "
         "column, labels offset by one); check that the model can overfit one batch (gradhunt "
         "preflight); if it can, check that examples do not mix (check_batch_independence("
         "model, inputs): a view or reshape that moves the batch axis lets one batch be "
@@ -168,31 +170,18 @@ FROZEN_SHARE = 0.5   # a loss that does not move, with most of the model frozen:
 
 
 def _frozen(view):
-    """``(frozen values, all values, names)`` when at least ``FROZEN_SHARE`` of the model's
-    parameter values have requires_grad=False, else None."""
+    """``(message tail, suggestion head)`` naming the freeze when at least ``FROZEN_SHARE`` of
+    the model's parameter values have requires_grad=False; ``("", "")`` otherwise."""
     params = view.layout.params if view.layout is not None else []
     total = sum(p.numel for p in params)
     frozen = [p for p in params if not p.trainable]
     count = sum(p.numel for p in frozen)
     if not total or count < FROZEN_SHARE * total:
-        return None
-    return count, total, frozen
-
-
-def _frozen_text(view):
-    found = _frozen(view)
-    if found is None:
-        return ""
-    count, total, frozen = found
+        return "", ""
     names = ", ".join(p.name for p in frozen[:3]) + (", ..." if len(frozen) > 3 else "")
     return (f"; {count / total:.1%} of the model's {total:,} parameter values are frozen "
-            f"(requires_grad=False: {names}), so only the rest can learn")
-
-
-def _unfreeze(view):
-    if _frozen(view) is None:
-        return ""
-    return ("if the freeze is not on purpose, unfreeze them (model.requires_grad_(True)) "
+            f"(requires_grad=False: {names}), so only the rest can learn",
+            "if the freeze is not on purpose, unfreeze them (model.requires_grad_(True)) "
             "before building the optimizer; ")
 
 

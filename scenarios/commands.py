@@ -22,12 +22,20 @@ def add_commands(subparsers):
                      help="small settings (seconds; what the test suite runs)")
     one.add_argument("--out", metavar="DIR", default=None,
                      help="folder for the files a scenario writes (default: a new temporary "
-                          "folder)")
+                          f"folder); taken by {', '.join(_taking('out_dir'))}")
     one.add_argument("--cifar10", metavar="DIR", default=None,
-                     help="lr_finder: the folder of the CIFAR-10 python batches "
-                          "(cifar-10-batches-py); without it, digits")
+                     help=f"{', '.join(_taking('cifar10'))}: the folder of the CIFAR-10 "
+                          "python batches (cifar-10-batches-py); without it, digits")
     one.add_argument("--json", action="store_true", help="print the result as JSON")
     one.set_defaults(func=run_one)
+
+
+_FLAGS = {"out_dir": "--out", "cifar10": "--cifar10"}
+
+
+def _taking(option):
+    """The scenarios whose ``run()`` takes ``option``."""
+    return [name for name, entry in registry.SCENARIOS.items() if option in entry.options]
 
 
 def run_list(args):
@@ -40,11 +48,12 @@ def run_list(args):
 def run_one(args):
     entry = registry.SCENARIOS[args.name]
     given = {"out_dir": args.out, "cifar10": args.cifar10}
-    unused = [f"--{'out' if key == 'out_dir' else key}" for key, value in given.items()
+    unused = [key for key, value in given.items()
               if value is not None and key not in entry.options]
     if unused:
-        print(f"gradhunt scenario {args.name}: {', '.join(unused)} does not apply to this "
-              f"scenario")
+        for key in unused:
+            print(f"gradhunt scenario {args.name}: {_FLAGS[key]} does not apply to this "
+                  f"scenario; it applies to {', '.join(_taking(key))}")
         return 2
     options = {key: value for key, value in given.items() if key in entry.options}
     try:

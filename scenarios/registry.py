@@ -16,7 +16,7 @@ SCENARIOS = {entry.name: entry for entry in (
           "overfit one batch, LR finder, gradient check with CrossEntropyLoss"),
     Entry("exploding_gradients",
           "exercise 1: a 20-layer net without normalization; the detector fires, suggests a "
-          "clip value, and training with that clip is stable"),
+          "clip value, and training with that clip stays finite and learns"),
     Entry("revive_dead_units",
           "exercise 2: a net with over 70% dead ReLU units; after revival it trains again"),
     Entry("lr_finder",

@@ -71,3 +71,18 @@ def test_registry_load_rejects_unknown_names():
         assert "known: broken_networks" in str(error)
     else:
         raise AssertionError("expected a KeyError")
+
+
+def test_scenario_help_and_refusal_name_the_scenarios_an_option_applies_to(monkeypatch, capsys):
+    taking_out = [n for n, e in registry.SCENARIOS.items() if "out_dir" in e.options]
+    assert taking_out and len(taking_out) < len(registry.SCENARIOS)
+    _fake_scenario(monkeypatch, True)
+    assert cli.main(["scenario", "data_validator", "--out", "/nowhere"]) == 2
+    printed = capsys.readouterr().out
+    assert "--out does not apply" in printed
+    assert ", ".join(taking_out) in printed
+    try:
+        cli.main(["scenario", "--help"])
+    except SystemExit:
+        pass
+    assert f"taken by {', '.join(taking_out)}" in " ".join(capsys.readouterr().out.split())

@@ -14,7 +14,8 @@ from ..batch import Batch
 from ..errors import require
 from ..findings import Finding
 from ..progress import progress_bar
-from .declared import check_declared, declared_modules, function_hosts, is_declared
+from .declared import (check_declared, declared_modules, function_hosts, is_declared,
+                       surrogate_exempt, surrogates)
 from .evaluator import Evaluator
 from .localize import INTERNAL, LOSS, locate
 from .patterns import classify, zeroed_rows_text
@@ -75,6 +76,7 @@ class _GradientCheck:
     def run(self):
         analytic = self.evaluator.analytic()
         loss_0 = self.evaluator.check_deterministic(analytic.loss)
+        self._use_surrogates(analytic)
         self.prober = Prober(self.evaluator, self.settings, loss_0)
         self.points = analytic.points
         self.unreached = analytic.unreached
@@ -85,7 +87,8 @@ class _GradientCheck:
                              for p in self.points})
         self.probings, self.elements, self.patterns = {}, {}, {}
         self.supports = {}   # point key -> flat indices probed instead of all (_smooth_support)
-        self.aliases = _aliases(self.evaluator.instrument.aliases, analytic)
+        self.aliases = self._judged_alike(_aliases(self.evaluator.instrument.aliases,
+                                                   analytic))
         # a bar on a terminal once a large check runs two seconds; quiet otherwise
         with progress_bar(len(analytic.parameters) + len(self.points),
                           desc="check_gradients") as bar:
@@ -110,6 +113,26 @@ class _GradientCheck:
         for birth in births:
             self._explain(birth)
         return self._report(list(analytic.parameters), births)
+
+    def _use_surrogates(self, analytic):
+        """Judge what lies upstream of a declared module against its declared backward
+        (``declared.surrogates``); the declared Functions' hosts are known once recorded."""
+        ids = {name: id(param) for name, param in self.backend.named_parameters()}
+        found = surrogates(self.evaluator.instrument, analytic.points, analytic,
+                           self.declared(), ids)
+        self.evaluator.instrument.surrogates = found
+        self.evaluator.surrogate_modules = tuple(sorted({s.module for s in found.values()}))
+
+    def _judged_alike(self, aliases):
+        """The aliases whose two points are measured against the same loss: a declared
+        module's input is measured on the model as it is, the point just before it, outside
+        the module, on the surrogate (``surrogate_exempt``)."""
+        modules = self.evaluator.surrogate_modules
+        by_key = {p.key: p for p in self.points}
+
+        def exempt(key):
+            return surrogate_exempt(modules, point=by_key[key])
+        return {key: later for key, later in aliases.items() if exempt(key) == exempt(later)}
 
     # ------------------------------------------------------------------ checks
     def _check_parameter(self, name):
@@ -293,9 +316,16 @@ class _GradientCheck:
         padded = {b: pad for b in births if b not in intended
                   for pad in [self._padding_row(b, checks[b.evidence])] if pad is not None}
         upstream = {b.evidence for b in padded}
+        judged = self.evaluator.surrogate_modules
+        unjudged = set()
         for birth in intended:
-            upstream |= self.evaluator.instrument.upstream(birth.evidence)
-            upstream.add(birth.evidence)
+            keys = self.evaluator.instrument.upstream(birth.evidence) | {birth.evidence}
+            holder = next((name for name in judged if is_declared(birth.module, {name})), None)
+            if holder is None:
+                unjudged.add(birth.module)
+            else:   # judged against the declared backward upstream: only its own part is
+                keys = {k for k in keys if not isinstance(k, tuple) or is_declared(k[0], {holder})}
+            upstream |= keys
         owners = {p.module for p in self.points if p.kind == OUTPUT and p.key in upstream}
 
         def explained(key):
@@ -333,9 +363,13 @@ class _GradientCheck:
         if unreached:
             findings.append(_not_differentiated_finding(unreached))
         notes = _notes([c for k, c in checks.items() if k not in self.aliases])
-        if intended:
-            notes.append("gradients upstream of a declared module are changed on purpose and "
-                         "are not judged: " + ", ".join(sorted({b.module for b in intended})))
+        if unjudged:
+            notes.append("gradients upstream of a declared module whose output depends on more "
+                         "than its inputs are changed on purpose and are not judged: "
+                         + ", ".join(sorted(unjudged)))
+        if judged:
+            notes.append("gradients upstream of a declared module are judged against its "
+                         "declared backward: " + ", ".join(judged))
         return GradientReport(
             passed=not failed, faulty=faulty, culprits=culprits, findings=findings,
             parameters=parameters, points=points, causes=causes,

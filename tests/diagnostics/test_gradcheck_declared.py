@@ -115,3 +115,83 @@ def test_a_declared_module_reading_more_than_its_inputs_leaves_upstream_unjudged
                              declared=["3"])
     assert report.passed, str(report)
     assert any("are not judged: 3" in n for n in report.notes)
+
+
+# ----------------------------------------------- an undeclared reversal, reported once
+class _Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+
+
+class _MgDouble(minigrad.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.copy()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+
+
+DOUBLE = {"torch": _Double, "minigrad": _MgDouble}
+
+
+def _dann(framework, *, doubled_label=False):
+    """Features read by a label head and, through an undeclared reversal, a domain head;
+    ``doubled_label``: a real bug in the model's own code, on the label branch."""
+    nn = NN[framework]
+    _seed(framework)
+
+    class DANN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(nn.Linear(6, 8), nn.Tanh())
+            self.label, self.domain = nn.Linear(8, 3), nn.Linear(8, 2)
+            self.grl = _applying(framework, REVERSE[framework])
+
+        def forward(self, x):
+            f = self.features(x)
+            read = DOUBLE[framework].apply(f) if doubled_label else f
+            return {"logits": self.label(read), "domain": self.domain(self.grl(f))}
+
+    ce = nn.CrossEntropyLoss()
+    rng = np.random.default_rng(0)
+    return (DANN(), lambda out, t: ce(out["logits"], t[0]) + ce(out["domain"], t[1]),
+            rng.standard_normal((5, 6)), (np.array([0, 1, 2, 0, 1]), np.array([0, 1, 1, 0, 1])))
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_an_undeclared_gradient_reversal_is_reported_once_with_the_declared_call(framework):
+    """Used to be two errors: the layer's "sign flip (factor -1)" and the model's own code
+    "unexplained" (the features feed a right branch and the reversed one)."""
+    report = check_gradients(*_dann(framework))
+    assert not report.passed and report.culprits == ["grl"], str(report)
+    (finding,) = report.findings
+    assert (finding.code, finding.severity, finding.location) == (
+        "GRADIENT_MISMATCH", "warning", "grl")
+    assert finding.evidence["likely_reversal"] and "gradient reversal" in finding.message
+    assert "declared=['grl']" in finding.suggestion
+    assert "unexplained" not in str(report)
+    assert set(report.causes[0].affected) == {"features.0.weight", "features.0.bias"}
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_real_bug_where_the_reversed_features_branch_is_still_its_own_culprit(framework):
+    report = check_gradients(*_dann(framework, doubled_label=True))
+    assert set(report.culprits) == {"grl", ""}, str(report)
+    own = next(f for f in report.findings if f.location == "")
+    assert own.severity == "error" and not own.evidence["likely_reversal"]
+
+
+def test_a_sign_flip_in_a_real_derivative_stays_an_error_and_names_the_declared_call():
+    from .gradcheck_models import build
+
+    report = check_gradients(*build("torch", "tanh", bug="sign"))
+    finding = report.findings[0]
+    assert finding.severity == "error" and not finding.evidence["likely_reversal"]
+    assert "declared=['1']" in finding.suggestion

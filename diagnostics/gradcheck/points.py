@@ -305,6 +305,8 @@ class Instrument:
         twin = tensor.clone()
 
         def store(grad):
+            if grad is None:   # a custom backward returned None for it: torch's zero gradient
+                return
             array = self.backend.to_numpy(grad)
             previous = self.gradients.get(key)
             self.gradients[key] = array if previous is None else previous + array

@@ -7,11 +7,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from diagnostics import check_gradients  # noqa: E402
-from diagnostics.backends.torch_backend import _float64_casts  # noqa: E402
-from diagnostics.tools.batch_independence import check_batch_independence  # noqa: E402
+from diagnostics import check_gradients
+from diagnostics.backends.torch_backend import _float64_casts
+from diagnostics.tools.batch_independence import check_batch_independence
 
-from .gradcheck_models import MASKS, MaskedDecoder, decoder_batch, one_torch_thread  # noqa: E402
+from .gradcheck_models import MASKS, MaskedDecoder, decoder_batch, one_torch_thread
 
 HEALTHY = [(mask, "sdpa") for mask in MASKS if mask != "none"] + [
     ("numpy", "hand"), ("attribute", "hand"), ("bool", "hand")]

@@ -180,11 +180,18 @@ class _TensorHookHandle:
 @contextlib.contextmanager
 def _float64_casts(torch):
     """float64 for every floating dtype user code asks for (``.float()``, ``.half()``,
-    ``dtype=torch.float32``, ``.to(torch.float32)``) and as the default dtype, restored after.
+    ``dtype=torch.float32``, ``.to(torch.float32)``) and as the default dtype, restored after;
+    and float64 for a lower-precision constant (no parameter, no gradient) where it meets a
+    float64 tensor in one call.
 
     Why: ``F.binary_cross_entropy_with_logits(logits, y.float())`` on float64 logits computes
     in float32 (its target's dtype), and finite differences at float32 precision are noise:
-    without this a healthy loss fails the float64 check.
+    without this a healthy loss fails the float64 check. A float32 mask that the forward
+    builds from NumPy or keeps as a plain attribute follows no default dtype, and torch's CPU
+    attention misreads a float32 ``attn_mask`` next to float64 queries: the copy would then be
+    another model than the user's (a leak from the future its mask prevents). Parameters and
+    tensors that carry a gradient are left as they are: a float32 weight outside the model is
+    a real bug, named by the dtype clash it raises.
     """
     from torch.overrides import TorchFunctionMode
 
@@ -194,12 +201,35 @@ def _float64_casts(torch):
     def widen(value):
         return torch.float64 if isinstance(value, torch.dtype) and value in lower else value
 
+    def tensors(values):
+        for value in values:
+            if isinstance(value, (tuple, list)):
+                yield from (v for v in value if isinstance(v, torch.Tensor))
+            elif isinstance(value, torch.Tensor):
+                yield value
+
+    def constant(value):
+        return (isinstance(value, torch.Tensor) and value.dtype in lower
+                and not value.requires_grad and not isinstance(value, torch.nn.Parameter))
+
+    def widen_constant(value):
+        if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
+            return type(value)(widen_constant(v) for v in value)
+        return value.double() if constant(value) else value
+
     class Float64Casts(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = {key: widen(value) for key, value in (kwargs or {}).items()}
             if func in narrowing:
                 return torch.Tensor.double(*args, **kwargs)
-            return func(*(widen(value) for value in args), **kwargs)
+            args = tuple(widen(value) for value in args)
+            mixed = any(t.dtype == torch.float64 for t in tensors((*args, *kwargs.values())))
+            if mixed:
+                first = 1 if args and _writes_first(func) else 0   # an in-place target stays
+                args = args[:first] + tuple(widen_constant(v) for v in args[first:])
+                kwargs = {key: value if key == "out" else widen_constant(value)
+                          for key, value in kwargs.items()}
+            return func(*args, **kwargs)
 
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
@@ -208,6 +238,14 @@ def _float64_casts(torch):
             yield
     finally:
         torch.set_default_dtype(previous)
+
+
+def _writes_first(func):
+    """Whether ``func`` writes into its first argument (``add_``, ``__iadd__``,
+    ``__setitem__``): a widened copy there would take the write away from the user's tensor."""
+    name = getattr(func, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or name == "__setitem__" or (
+        name.startswith("__i") and name.endswith("__"))
 
 
 @contextlib.contextmanager

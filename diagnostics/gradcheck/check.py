@@ -7,6 +7,8 @@ say which of them are wrong; the first module where a right gradient turns wrong
 culprit. Single elements are checked only in tensors that fail (or in every parameter, with
 ``mode="full"``), and the culprit's wrong gradient is matched against known patterns.
 """
+import contextlib
+
 import numpy as np
 
 from ..backends import get_backend
@@ -14,7 +16,8 @@ from ..batch import Batch
 from ..errors import require
 from ..findings import Finding
 from ..progress import progress_bar
-from .declared import check_declared, declared_modules, function_hosts, is_declared
+from .declared import (check_declared, declared_modules, function_hosts, is_declared,
+                       surrogate_exempt, surrogates)
 from .evaluator import Evaluator
 from .localize import INTERNAL, LOSS, locate
 from .patterns import classify, zeroed_rows_text
@@ -75,6 +78,7 @@ class _GradientCheck:
     def run(self):
         analytic = self.evaluator.analytic()
         loss_0 = self.evaluator.check_deterministic(analytic.loss)
+        self._use_surrogates(analytic)
         self.prober = Prober(self.evaluator, self.settings, loss_0)
         self.points = analytic.points
         self.unreached = analytic.unreached
@@ -85,7 +89,8 @@ class _GradientCheck:
                              for p in self.points})
         self.probings, self.elements, self.patterns = {}, {}, {}
         self.supports = {}   # point key -> flat indices probed instead of all (_smooth_support)
-        self.aliases = _aliases(self.evaluator.instrument.aliases, analytic)
+        self.aliases = self._judged_alike(_aliases(self.evaluator.instrument.aliases,
+                                                   analytic))
         # a bar on a terminal once a large check runs two seconds; quiet otherwise
         with progress_bar(len(analytic.parameters) + len(self.points),
                           desc="check_gradients") as bar:
@@ -99,6 +104,8 @@ class _GradientCheck:
         self._confirm_pending()
         births = locate(self.points, {p.key: self._flow_status(p.key) for p in self.points},
                         {name: self._status(name) for name in analytic.parameters})
+        self.values = analytic.point_values
+        births = self._without_consequences(births, analytic)
         evidence = {birth.evidence for birth in births} if births else set(analytic.parameters)
         for name in analytic.parameters:
             if self._status(name) != MISMATCH or name in self.elements:
@@ -110,6 +117,67 @@ class _GradientCheck:
         for birth in births:
             self._explain(birth)
         return self._report(list(analytic.parameters), births)
+
+    def _use_surrogates(self, analytic):
+        """Judge what lies upstream of a declared module against its declared backward
+        (``declared.surrogates``); the declared Functions' hosts are known once recorded."""
+        ids = {name: id(param) for name, param in self.backend.named_parameters()}
+        found = surrogates(self.evaluator.instrument, analytic.points, analytic,
+                           self.declared(), ids)
+        self.evaluator.instrument.surrogates = found
+        self.evaluator.surrogate_modules = tuple(sorted({s.module for s in found.values()}))
+
+    def _without_consequences(self, births, analytic):
+        """``births`` less those wrong only through a culprit nearer the loss: a point that
+        feeds both a right branch and a culprit's input (the features a gradient reversal
+        reads) looks born wrong between it and the right branch. Measured again with the
+        culprit standing in for its surrogate (``declared.surrogates``: its output as
+        recorded, its backward's linear map of its inputs), such a point agrees with finite
+        differences; a second bug there still does not."""
+        instrument = self.evaluator.instrument
+        ids = {name: id(param) for name, param in self.backend.named_parameters()}
+        kept = list(births)
+        for birth in births:             # nearest the loss first
+            if birth not in kept or birth.path != INPUT or birth.module == LOSS:
+                continue
+            fed = instrument.upstream(birth.evidence) - {birth.evidence}
+            later = [b for b in kept if b is not birth and (
+                b.evidence in fed or self._owner_output_in(b.evidence, fed))]
+            found = surrogates(instrument, self.points, analytic, {birth.module}, ids) \
+                if later else {}
+            if not found:
+                continue
+            with self._surrogates_added(found):
+                prober = Prober(self.evaluator, self.settings, self.prober.loss_0)
+                for other in later:
+                    probing = prober.probe(self.targets[other.evidence],
+                                           support=self.supports.get(other.evidence))
+                    if probing.status == OK:
+                        kept.remove(other)
+        return kept
+
+    @contextlib.contextmanager
+    def _surrogates_added(self, found):
+        instrument, evaluator = self.evaluator.instrument, self.evaluator
+        saved = instrument.surrogates, evaluator.surrogate_modules
+        instrument.surrogates = {**saved[0], **found}
+        evaluator.surrogate_modules = tuple(sorted(set(saved[1]) | {s.module
+                                                                   for s in found.values()}))
+        try:
+            yield
+        finally:
+            instrument.surrogates, evaluator.surrogate_modules = saved
+
+    def _judged_alike(self, aliases):
+        """The aliases whose two points are measured against the same loss: a declared
+        module's input is measured on the model as it is, the point just before it, outside
+        the module, on the surrogate (``surrogate_exempt``)."""
+        modules = self.evaluator.surrogate_modules
+        by_key = {p.key: p for p in self.points}
+
+        def exempt(key):
+            return surrogate_exempt(modules, point=by_key[key])
+        return {key: later for key, later in aliases.items() if exempt(key) == exempt(later)}
 
     # ------------------------------------------------------------------ checks
     def _check_parameter(self, name):
@@ -293,9 +361,16 @@ class _GradientCheck:
         padded = {b: pad for b in births if b not in intended
                   for pad in [self._padding_row(b, checks[b.evidence])] if pad is not None}
         upstream = {b.evidence for b in padded}
+        judged = self.evaluator.surrogate_modules
+        unjudged = set()
         for birth in intended:
-            upstream |= self.evaluator.instrument.upstream(birth.evidence)
-            upstream.add(birth.evidence)
+            keys = self.evaluator.instrument.upstream(birth.evidence) | {birth.evidence}
+            holder = next((name for name in judged if is_declared(birth.module, {name})), None)
+            if holder is None:
+                unjudged.add(birth.module)
+            else:   # judged against the declared backward upstream: only its own part is
+                keys = {k for k in keys if not isinstance(k, tuple) or is_declared(k[0], {holder})}
+            upstream |= keys
         owners = {p.module for p in self.points if p.kind == OUTPUT and p.key in upstream}
 
         def explained(key):
@@ -321,7 +396,7 @@ class _GradientCheck:
                 path=birth.path, check=checks[birth.evidence], right=labels.get(birth.right),
                 affected=affected))
         culprits = list(dict.fromkeys(c.module for c in causes))
-        findings = [_finding(c) for c in causes]
+        findings = [_finding(c, identity=self._identity_forward(c)) for c in causes]
         if faulty and not causes:
             findings.append(_unlocated_finding(parameters[faulty[0]], faulty))
         findings += [_declared_finding(b, self._module_type(b.module), checks[b.evidence],
@@ -333,15 +408,34 @@ class _GradientCheck:
         if unreached:
             findings.append(_not_differentiated_finding(unreached))
         notes = _notes([c for k, c in checks.items() if k not in self.aliases])
-        if intended:
-            notes.append("gradients upstream of a declared module are changed on purpose and "
-                         "are not judged: " + ", ".join(sorted({b.module for b in intended})))
+        if unjudged:
+            notes.append("gradients upstream of a declared module whose output depends on more "
+                         "than its inputs are changed on purpose and are not judged: "
+                         + ", ".join(sorted(unjudged)))
+        if judged:
+            notes.append("gradients upstream of a declared module are judged against its "
+                         "declared backward: " + ", ".join(judged))
         return GradientReport(
             passed=not failed, faulty=faulty, culprits=culprits, findings=findings,
             parameters=parameters, points=points, causes=causes,
             forward_evaluations=self.evaluator.forward_evaluations,
             backward_passes=self.evaluator.backward_passes, backend=self.backend.name,
             mode=self.settings.mode, notes=notes)
+
+    def _identity_forward(self, cause):
+        """Whether ``cause`` is an input-path culprit whose every call returned its input as
+        it was: a module that only reverses (or scales) the gradient on purpose, like a
+        gradient reversal layer, rather than one whose derivative is computed wrong."""
+        if cause.path != INPUT or cause.module in (LOSS, ""):
+            return False
+        calls = {}
+        for p in self.points:
+            if p.module == cause.module:
+                calls.setdefault(p.call, {})[p.kind, p.index] = self.values.get(p.key)
+        return bool(calls) and all(
+            len(call) == 2 and (INPUT, 0) in call and (OUTPUT, 0) in call
+            and call[INPUT, 0].shape == call[OUTPUT, 0].shape
+            and np.array_equal(call[INPUT, 0], call[OUTPUT, 0]) for call in calls.values())
 
     def _first_position(self, parameter):
         owner = parameter.rpartition(".")[0]
@@ -404,8 +498,11 @@ def _number(value):
     return None if np.isnan(value) else float(value)
 
 
-def _finding(cause):
+def _finding(cause, *, identity=False):
+    """GRADIENT_MISMATCH for a culprit; an exact factor -1 says how to declare a gradient
+    reversal, and leads with it (a warning) where the module's forward is the identity."""
     check, pattern = cause.check, cause.pattern
+    reversal = pattern is not None and pattern.kind == "sign flip"
     path = {INPUT: "its input", INTERNAL: "its own code between its sub-modules"}.get(
         cause.path, f"its {cause.path}")
     if cause.module == LOSS:
@@ -427,11 +524,27 @@ def _finding(cause):
     where = "loss_fn's backward" if cause.module == LOSS else (
         f"the backward of {cause.module_type} (or of the autograd Function it calls)")
     suggestion = f"in {where}, look for {pattern.hint}" if pattern is not None else ""
+    severity = "error"
+    if reversal:
+        declare = (f"check_gradients(model, loss_fn, inputs, targets, "
+                   f"declared=[{cause.module!r}])")
+        if identity:
+            severity = "warning"
+            message = (f"{cause.where} returns its input unchanged and passes back minus the "
+                       f"gradient (factor -1): likely a gradient reversal layer (as in DANN), "
+                       f"which does this on purpose. " + message[0].upper() + message[1:])
+            suggestion = (f"if the reversal is intended, declare it: {declare}, which also "
+                          f"judges the layers before it against the reversed gradient; "
+                          f"otherwise, {suggestion}")
+        else:
+            suggestion += (f"; if the reversal is intended (a gradient reversal layer), "
+                           f"declare it: {declare}")
     evidence = {"module": cause.module, "module_type": cause.module_type, "path": cause.path,
                 "pattern": None if pattern is None else pattern.to_dict(),
                 "check": check.to_dict(), "right": cause.right,
                 "affected": list(cause.affected)}
-    return Finding("GRADIENT_MISMATCH", "error", cause.module, message + ".", suggestion,
+    evidence["likely_reversal"] = bool(reversal and identity)
+    return Finding("GRADIENT_MISMATCH", severity, cause.module, message + ".", suggestion,
                    evidence)
 
 

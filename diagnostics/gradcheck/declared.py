@@ -4,12 +4,34 @@ derivative of their forward (a gradient reversal layer, a straight-through estim
 A user names them with ``check_gradients(..., declared=[...])``: module names as
 ``named_modules()`` spells them, module classes (every instance), or autograd ``Function``
 classes (the modules whose forward applies one). A wrong gradient born inside a declared
-module is reported as declared (info), and the gradients upstream of it, wrong as a
-consequence, do not fail the check; a wrong gradient born anywhere else still does.
+module is reported as declared (info); a wrong gradient born anywhere else still fails.
+
+The gradients upstream of a declared module are judged against its declared backward: in
+the finite differences for anything outside the module, each of its calls stands in for a
+``Surrogate``, its recorded output plus the linear map its backward gave (the gradient it
+passed to each input, dotted with how far that input moved). The surrogate's derivative is
+the declared backward, so a healthy layer upstream of a straight-through estimator agrees
+with finite differences, and a wrong one is found. A call whose output is computed from more
+than its recorded inputs (another module's weights, a tensor kept from earlier) has no
+surrogate; the gradients upstream of it are then not judged.
 """
 import contextlib
+from dataclasses import dataclass
 
 from ..errors import DiagnosticsError
+from .points import INPUT, OUTPUT
+
+
+@dataclass(frozen=True)
+class Surrogate:
+    """One module call replaced by its first-order model around the recorded pass:
+    ``outputs``: output index -> recorded value; ``inputs``: input index -> (recorded value,
+    the gradient the module's backward passed to it)."""
+
+    module: str
+    call: int
+    outputs: dict
+    inputs: dict
 
 
 def check_declared(backend, declared):
@@ -48,6 +70,47 @@ def declared_modules(backend, names, module_classes, hosts):
     found |= {name for name, module in backend.named_modules()
               if module_classes and isinstance(module, module_classes)}
     return found
+
+
+def surrogates(instrument, points, analytic, modules, parameter_ids):
+    """``(module, call) -> Surrogate`` for the calls of the outermost ``modules`` whose
+    outputs the graph computes only from their inputs and from what lies inside them
+    (``parameter_ids``: parameter name -> id of the copy's parameter)."""
+    outer = {m for m in modules if not any(o != m and is_declared(m, {o}) for o in modules)}
+    found = {}
+    for name in outer:
+        for call in sorted({p.call for p in points if p.module == name}):
+            own = [p for p in points if p.module == name and p.call == call]
+            outputs = [p.key for p in own if p.kind == OUTPUT]
+            inputs = [p.key for p in own if p.kind == INPUT]
+            if not outputs:
+                continue
+            reached, leaves = instrument.reach(outputs, inputs)
+            inside = {p.key for p in points if is_declared(p.module, {name})}
+            foreign = {pid for pname, pid in parameter_ids.items()
+                       if not is_declared(pname.rpartition(".")[0], {name})}
+            if not reached <= inside or leaves & foreign:
+                continue
+            found[(name, call)] = Surrogate(
+                name, call, {key[3]: analytic.point_values[key] for key in outputs},
+                {key[3]: (analytic.point_values[key], analytic.point_gradients[key])
+                 for key in inputs})
+    return found
+
+
+def surrogate_exempt(names, *, parameter=None, point=None):
+    """The surrogate module a run perturbing ``parameter`` or ``point`` must run as it is:
+    the one holding the parameter, or the point (its own output aside, which the surrogate
+    gives exactly)."""
+    if parameter is not None:
+        module = parameter.rpartition(".")[0]
+    elif point is not None:
+        module = point.module
+        if point.kind == OUTPUT and module in names:
+            return None
+    else:
+        return None
+    return next((name for name in names if is_declared(module, {name})), None)
 
 
 def is_declared(module, declared):

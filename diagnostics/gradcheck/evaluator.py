@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import DiagnosticsError
 from .calls import broadcasts, check_loss, layout_mismatch
+from .declared import surrogate_exempt
 from .kinks import ROUNDING
 from .points import INPUT
 
@@ -35,6 +36,7 @@ class Evaluator:
                            for name, param in backend.named_parameters() if param.requires_grad}
         self.forward_evaluations = 0
         self.backward_passes = 0
+        self.surrogate_modules = ()   # the modules of instrument.surrogates
 
     def analytic(self):
         """One recording forward pass and one backward pass; checks the output and the loss."""
@@ -71,9 +73,12 @@ class Evaluator:
     def loss(self, *, parameter=None, point=None, delta=None, capture=None, replay=False,
              keep=False):
         """The loss with ``delta`` added to a parameter or a point; ``capture``: a point to keep;
-        ``replay``: compute only from the perturbation on; ``keep``: store this run's calls."""
+        ``replay``: compute only from the perturbation on; ``keep``: store this run's calls.
+        With ``instrument.surrogates`` set, the loss of the surrogate model (declared.py),
+        except inside the surrogate module holding the perturbation."""
         target = None if point is None else point.key
-        self.instrument.start_pass(target=target, delta=delta,
+        exempt = surrogate_exempt(self.surrogate_modules, parameter=parameter, point=point)
+        self.instrument.start_pass(target=target, delta=delta, exempt=exempt,
                                    capture=None if capture is None else capture.key)
         if keep:
             self.instrument.replay.keep()
@@ -84,7 +89,7 @@ class Evaluator:
         try:
             with self.backend.no_grad():
                 _, loss = self._run()
-            return self.backend.scalar(loss)
+            return self.backend.scalar(loss) + self.instrument.surrogate_term
         finally:
             self.instrument.replay.stop()
             if parameter is not None:

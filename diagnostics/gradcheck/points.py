@@ -20,6 +20,8 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import outputs
 from .replay import Replay
 
@@ -79,6 +81,9 @@ class Instrument:
         self._watched = False   # whether the recording pass saw every use (use_recorder)
         self._quiet = False     # inside the instrument's own hooks: their uses do not count
         self.replay = None
+        self.surrogates = {}    # (module, call) -> Surrogate (declared.py): run passes use it
+        self.surrogate_term = 0.0   # the run pass's sum of the surrogates' linear terms
+        self._exempt = None     # the surrogate module a run pass leaves as it is
 
     def __enter__(self):
         try:
@@ -121,11 +126,13 @@ class Instrument:
         self._counts = dict(counts)
 
     # ---------------------------------------------------------------- passes
-    def start_pass(self, *, record=False, target=None, delta=None, capture=None):
+    def start_pass(self, *, record=False, target=None, delta=None, capture=None, exempt=None):
         """Set what the next forward pass does: record points, perturb ``target``, or keep
-        the value of ``capture``."""
+        the value of ``capture``; a run pass stands in the ``surrogates`` for their modules'
+        calls, except ``exempt``'s (a module name)."""
         self._mode = "record" if record else "run"
         self._target, self._delta, self._capture = target, delta, capture
+        self._exempt, self.surrogate_term = exempt, 0.0
         self._counts, self._stack = {}, []
         self.captured = None
         if record:
@@ -237,12 +244,17 @@ class Instrument:
         items, rebuild = _tensor_items(values)
         if items is None:
             return None
+        surrogate = self.surrogates.get((name, call)) if self._mode == "run" else None
+        if surrogate is not None and surrogate.module == self._exempt:
+            surrogate = None
         changed = False
         for index, tensor in list(items):
             if not _is_tensor(tensor):
                 continue
             key = (name, call, kind, index)
             new = tensor
+            if surrogate is not None and kind == OUTPUT and index in surrogate.outputs:
+                new = self.backend.from_numpy(surrogate.outputs[index].copy(), like=tensor)
             if self._mode == "record" and getattr(tensor, "requires_grad", False):
                 self.points.append(Point(name, call, kind, index, tuple(tensor.shape), stack))
                 self.values[key] = self.backend.to_numpy(tensor)
@@ -251,7 +263,11 @@ class Instrument:
                 new = self._watch(key, tensor)
                 self._twins[id(new)] = (new, key, stack)
             elif self._mode == "run" and key == self._target:
-                new = tensor + self.backend.from_numpy(self._delta, like=tensor)
+                new = new + self.backend.from_numpy(self._delta, like=tensor)
+            if surrogate is not None and kind == INPUT and index in surrogate.inputs:
+                value, gradient = surrogate.inputs[index]
+                self.surrogate_term += float(np.vdot(gradient,
+                                                     self.backend.to_numpy(new) - value))
             if key == self._capture:
                 self.captured = self.backend.to_numpy(new)
             if new is not tensor:
@@ -289,6 +305,8 @@ class Instrument:
         twin = tensor.clone()
 
         def store(grad):
+            if grad is None:   # a custom backward returned None for it: torch's zero gradient
+                return
             array = self.backend.to_numpy(grad)
             previous = self.gradients.get(key)
             self.gradients[key] = array if previous is None else previous + array
@@ -300,6 +318,30 @@ class Instrument:
     def graph_node(self, key):
         """The graph node of the identity in front of the recorded point ``key``."""
         return self._nodes[key].grad_fn
+
+    def reach(self, keys, stop):
+        """``(point keys, leaf ids)`` the graph reaches from the identities of the points
+        ``keys``, not walking past the identities of the points ``stop``: what the values
+        at ``keys`` were computed from, short of ``stop``."""
+        owner = {id(twin.grad_fn): k for k, twin in self._nodes.items()}
+        ends = {id(self._nodes[k].grad_fn) for k in stop if k in self._nodes}
+        stack = [self._nodes[k].grad_fn for k in keys if k in self._nodes]
+        seen, points, leaves = set(), set(), set()
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            if id(node) in owner:
+                points.add(owner[id(node)])
+            if id(node) in ends:
+                continue
+            variable = getattr(node, "variable", None)   # torch's AccumulateGrad
+            if variable is not None:
+                leaves.add(id(variable))
+            leaves.update(id(value) for value in getattr(node, "inputs", ()) or ())
+            stack.extend(self.backend.node_inputs(node))
+        return points, leaves
 
     def upstream(self, key):
         """The keys of the points the recorded point ``key`` was computed from, itself

@@ -210,3 +210,56 @@ def build(framework, kind, *, bug=None, seed=0, batch=5):
 
 def _inputs(rng, shape):
     return rng.standard_normal(shape).astype(np.float32)
+
+
+# ------------------------------------------------ a decoder whose mask the forward makes
+MASKS = ("full", "full_float32", "numpy", "attribute", "bool", "none")
+STEPS = 40   # long enough for torch's blocked CPU attention kernel
+
+
+class MaskedDecoder(torch.nn.Module):
+    """One self-attention layer whose causal mask its forward makes in float32 (without a
+    dtype, with ``dtype=torch.float32``, from NumPy, or kept as a plain attribute), or as a
+    bool mask; ``"none"`` leaves it out (the real bug). ``attention``: ``"sdpa"``
+    (F.scaled_dot_product_attention) or ``"hand"`` (scores + mask, softmax)."""
+
+    def __init__(self, mask, attention="sdpa", vocab=11, width=16, heads=2):
+        super().__init__()
+        self.mask, self.attention, self.heads = mask, attention, heads
+        self.embed = torch.nn.Embedding(vocab, width)
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.head = torch.nn.Linear(width, vocab)
+        self.kept = torch.triu(torch.full((STEPS, STEPS), float("-inf")), diagonal=1)
+
+    def _mask(self, steps):
+        if self.mask == "full":
+            return torch.triu(torch.full((steps, steps), float("-inf")), diagonal=1)
+        if self.mask == "full_float32":
+            return torch.full((steps, steps), float("-inf"), dtype=torch.float32).triu(1)
+        if self.mask == "numpy":
+            return torch.from_numpy(np.triu(np.full((steps, steps), -np.inf, np.float32), 1))
+        if self.mask == "attribute":
+            return self.kept[:steps, :steps]
+        if self.mask == "bool":
+            return torch.ones(steps, steps, dtype=torch.bool).tril()
+        return None
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        batch, steps, width = x.shape
+        q, k, v = (t.reshape(batch, steps, self.heads, -1).transpose(1, 2)
+                   for t in self.qkv(x).chunk(3, dim=-1))
+        mask = self._mask(steps)
+        if self.attention == "sdpa":
+            h = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        else:
+            scores = q @ k.transpose(-1, -2) / (width // self.heads) ** 0.5
+            if mask is not None:
+                scores = (scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool
+                          else scores + mask)
+            h = scores.softmax(dim=-1) @ v
+        return self.head(h.transpose(1, 2).reshape(batch, steps, width))
+
+
+def decoder_batch(seed=0, rows=2):
+    return torch.from_numpy(np.random.default_rng(seed).integers(0, 11, (rows, STEPS)))

@@ -5,7 +5,7 @@ The schedule is the classic ImageNet one, written in epochs: decay the learning 
 every 30 *batches*: 0.05 -> 0.005 at step 30, 5e-4 at step 60, ~0 by step 150, and the remaining
 ~90% of the run learns nothing. The fixed twin steps the scheduler once per epoch.
 
-Measured (held-out accuracy, higher is better): buggy FILLED_IN, fixed FILLED_IN.
+Measured (held-out accuracy, higher is better): buggy 0.178 (chance 0.167), fixed 0.625.
 """
 import torch
 from torch import nn

@@ -6,7 +6,7 @@ every optimizer step, so the milestones are passed at batch 30 and batch 80: fro
 800 on, Adam runs at 1e-5, a hundredth of the rate the recipe trains with. The fixed twin
 steps the scheduler once per epoch, after the batch loop.
 
-Measured (held-out accuracy, higher is better): buggy FILLED_IN, fixed FILLED_IN.
+Measured (held-out accuracy, higher is better): buggy 0.234 (chance 0.25), fixed 0.799.
 """
 import torch
 from torch import nn

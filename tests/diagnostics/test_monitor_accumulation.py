@@ -83,3 +83,81 @@ def test_no_hook_is_left_after_close():
             monitor.step(loss)
     assert not model[2].bias._backward_hooks
     assert not optimizer._optimizer_step_pre_hooks
+    assert not optimizer._optimizer_step_post_hooks
+    from torch.optim.optimizer import _global_optimizer_pre_hooks
+    assert not _global_optimizer_pre_hooks
+
+
+def _lbfgs_run(*, steps=8):
+    """L-BFGS on a small regression: ``step(closure)`` runs zero_grad, forward and backward
+    up to ``max_iter`` times inside one optimizer step."""
+    import torch
+    torch.manual_seed(0)
+    x = torch.randn(64, 6)
+    y = x @ torch.randn(6, 1) + 0.1 * torch.randn(64, 1)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    optimizer = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=6)
+    with Monitor(model, optimizer, every=1) as monitor:
+        for _ in range(steps):
+            def closure():
+                optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                loss.backward()
+                return loss
+            monitor.step(optimizer.step(closure))
+    return monitor.report()
+
+
+def test_an_lbfgs_closure_evaluated_inside_the_step_discards_nothing():
+    """The closure's passes run inside ``step`` (between its pre- and post-hook): L-BFGS reads
+    each itself, so its zero_grad between them throws nothing away."""
+    pytest.importorskip("torch")
+    assert "ACCUMULATION_DISCARDED" not in _codes(_lbfgs_run())
+
+
+def _gan_run(*, d_micro=1, clear_each=False, steps=10):
+    """A GAN on 2-D points in pytorch/examples' dcgan order: D's zero_grad, D's real pass and
+    its fake pass (``d_micro`` micro-batches each, ``clear_each``: zero_grad before every one,
+    the bug), D's step; then G's pass through D (it leaves gradients in D) and G's step."""
+    import torch
+    from torch import nn
+    torch.manual_seed(0)
+    G = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+    D = nn.Sequential(nn.Linear(2, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1), nn.Sigmoid())
+    opt_g = torch.optim.Adam(G.parameters(), lr=1e-3, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(D.parameters(), lr=1e-3, betas=(0.5, 0.999))
+    bce = nn.BCELoss()
+    with Monitor(D, opt_d, every=1) as monitor:
+        for _ in range(steps):
+            D.zero_grad()
+            for _ in range(d_micro):
+                if clear_each:
+                    D.zero_grad()
+                real = torch.randn(16, 2) + 2
+                loss_real = bce(D(real).squeeze(1), torch.ones(16))
+                loss_real.backward()
+                fake = G(torch.randn(16, 4))
+                loss_fake = bce(D(fake.detach()).squeeze(1), torch.zeros(16))
+                loss_fake.backward()
+            opt_d.step()
+            monitor.step(loss_real + loss_fake)
+            G.zero_grad()
+            bce(D(fake).squeeze(1), torch.ones(16)).backward()
+            opt_g.step()
+    return monitor.report()
+
+
+def test_a_gan_discriminator_clearing_what_the_generator_pass_left_is_quiet():
+    """G's pass through D leaves gradients in D that G's step used; D's zero_grad before its
+    own passes (real, then fake, accumulated) discards none of D's."""
+    pytest.importorskip("torch")
+    assert "ACCUMULATION_DISCARDED" not in _codes(_gan_run())
+
+
+def test_a_gan_discriminator_clearing_between_its_own_micro_batches_is_still_found():
+    pytest.importorskip("torch")
+    report = _gan_run(d_micro=2, clear_each=True)
+    found = [f for f in report.findings if f.code == "ACCUMULATION_DISCARDED"]
+    assert len(found) == 1, _codes(report)
+    assert (found[0].evidence["backward_passes"], found[0].evidence["discarded_passes"]) \
+        == (4, 2)

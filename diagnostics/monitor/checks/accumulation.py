@@ -1,7 +1,8 @@
 """Gradient accumulation that keeps only the last micro-batches."""
 from ...findings import Finding
 
-MIN_PASSES = 3       # two passes per step are also SAM, GANs (G's loss through D), ...
+MIN_PASSES = 3       # two passes per step with a clear between are also SAM (the first
+                     # gradient picks the perturbation, the second is applied)
 MIN_WINDOWS = 2      # seen at two optimizer steps at least
 
 

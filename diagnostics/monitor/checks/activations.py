@@ -142,9 +142,15 @@ def _largest_output(view, layer, dead):
 
 
 def saturated_activations(view):
+    """Hidden sigmoid/tanh layers whose outputs sit at the flat ends: the gradient to every
+    layer before them nearly stops. An output layer (its output is the model's, straight into
+    the loss: a sigmoid under BCE, a generator's tanh image) is not judged: there the flat
+    ends are right answers (background pixels at 0), BCE's gradient per logit (p - y) does not
+    vanish through them, and a wrong saturated output shows in the loss."""
     findings = []
+    output_layers = view.signals.get("output_layers", frozenset())
     for layer in view.layout.layers:
-        if layer.kind not in SATURATION:
+        if layer.kind not in SATURATION or layer.name in output_layers:
             continue
         records = view.activations(layer.name)
         if not records:

@@ -6,6 +6,14 @@ generator's loss runs through the discriminator, the discriminator's is measured
 generator makes; ``probes/other_optimizer.py``) is a moving target: it hovers around the
 game's equilibrium, and rises when the other player gets better, by design. Its shape is not
 judged then; a NaN loss still is, as are the gradients, updates and activations.
+
+The ratios behind divergence, oscillation and plateau (a level twice an earlier one, a swing
+of half the level, a change of 1% of it) presume a loss whose floor is 0: cross-entropy, MSE,
+BCE, NLL of labels. A loss that has been below 0 has no such floor: a policy-gradient
+surrogate ``-sum(log pi(a|s) * advantage)`` (its value hovers around 0 and rises and falls
+with the batch's returns while the reward climbs), a Gaussian NLL, a contrastive score. For
+it only a rise far beyond the loss's own spread is divergence; its swings and level are not
+judged.
 """
 import numpy as np
 
@@ -48,6 +56,8 @@ def loss_diverging(view):
     levels = view.loss_levels
     if levels is None or moving_target(view):
         return []
+    if below_zero(view):
+        return _signed_diverging(view, levels)
     initial, then, now = levels.initial, levels.then, levels.now
     chance, best = view.chance_loss, view.best_loss_level
     factor = view.thresholds.diverging_factor
@@ -64,20 +74,40 @@ def loss_diverging(view):
                   f"{chance:.4g} of a uniform guess over {view.output_width} classes")
     else:
         return []
-    return [Finding(
+    return [_diverging(view, levels, reason, best=best, chance=chance)]
+
+
+def _signed_diverging(view, levels):
+    """A loss without a floor at 0: diverging only when the recent median rose above the
+    earlier one by ``signed_diverging_spread`` times the earlier quarter's spread."""
+    quarter = max(levels.steps // 4, 2)
+    earlier = levels.recent[:quarter]
+    spread = float(np.median(np.abs(earlier - np.median(earlier))))
+    limit = view.thresholds.signed_diverging_spread
+    if not levels.now - levels.then > limit * max(spread, np.finfo(float).tiny):
+        return []
+    reason = (f"grew from {levels.then:.4g} to {levels.now:.4g} over the last {levels.steps} "
+              f"steps, more than {limit:g} times its earlier spread ({spread:.3g})")
+    return [_diverging(view, levels, reason, best=view.best_loss_level,
+                       chance=view.chance_loss)]
+
+
+def _diverging(view, levels, reason, *, best, chance):
+    return Finding(
         "LOSS_DIVERGING", "error", "loss",
         f"the loss {reason}: the steps make the model worse",
         f"{lower_learning_rate(view)}; {clip_gradients(view)}; check the learning-rate "
         f"schedule (a warm-up that overshoots)",
-        {"initial": initial, "earlier": then, "recent": now, "best_level": best,
-         "steps": levels.steps, "chance_loss": chance, "learning_rate": view.learning_rate})]
+        {"initial": levels.initial, "earlier": levels.then, "recent": levels.now,
+         "best_level": best, "steps": levels.steps, "chance_loss": chance,
+         "learning_rate": view.learning_rate})
 
 
 def loss_oscillating(view):
     """No progress over the window while the loss swings widely around its level, or flips
     direction almost every step."""
     levels = view.loss_levels
-    if levels is None or moving_target(view):
+    if levels is None or moving_target(view) or below_zero(view):
         return []
     recent, then, now = levels.recent, levels.then, levels.now
     level = float(np.median(recent))
@@ -101,7 +131,8 @@ def loss_oscillating(view):
 
 def loss_plateau(view):
     levels = view.loss_levels
-    if levels is None or not levels.beyond_start or moving_target(view):
+    if (levels is None or not levels.beyond_start or moving_target(view)
+            or below_zero(view)):
         return []
     initial, then, now = levels.start, levels.then, levels.now
     if then == 0 or initial == 0:
@@ -190,6 +221,13 @@ def moving_target(view):
     outside this optimizer, or leaves of the loss's graph): the loss is not this optimizer's
     alone to move, so a level, rising or swinging loss says nothing of its progress."""
     return bool(view.signals.get("trained_elsewhere"))
+
+
+def below_zero(view):
+    """The loss has been below 0 at some step: it has no floor at 0, so ratios to its level
+    say nothing."""
+    losses = view.losses
+    return bool(np.any(losses[np.isfinite(losses)] < 0))
 
 
 def _swings(recent, level):

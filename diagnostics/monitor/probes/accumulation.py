@@ -4,7 +4,16 @@ the step came: a ``zero_grad()`` between micro-batches throws the earlier ones a
 One permanent gradient hook on one parameter (it fires once per backward pass, before the
 gradient joins ``.grad``: ``.grad is None`` there means it was cleared since the last pass)
 and the optimizer's step pre-hook (torch; without one, ``Monitor.step`` closes the window).
-Python only: no device work. A ``zero_grad(set_to_none=False)`` leaves zeros, not None, and
+Python only: no device work.
+
+Two kinds of pass are not the step's micro-batches, so clearing them discards nothing:
+
+- passes run *inside* the optimizer's step, between its pre- and post-hook: a closure the step
+  evaluates (L-BFGS calls ``zero_grad``, forward and backward up to ``max_iter`` times, and
+  reads each result itself);
+- passes that another optimizer's step came after before ``.grad`` was cleared: they fed that
+  step (a GAN's generator loss runs back through the discriminator, whose own optimizer then
+  clears what it left; torch's global optimizer-step hook sees the other step). A ``zero_grad(set_to_none=False)`` leaves zeros, not None, and
 is not seen (reading them would cost a device sync per backward)."""
 from dataclasses import dataclass, field
 
@@ -30,6 +39,8 @@ class AccumulationProbe(Probe):
         self.trace = AccumulationTrace()
         self._handles = None
         self._passes = self._kept = self._discarded = 0
+        self._served = 0            # passes of the window that another optimizer's step used
+        self._in_step = False       # between this optimizer's step pre- and post-hook
 
     def on_forward(self, args, kwargs, grad_enabled):
         if self._handles is None:      # hooked on the first model call (none before it)
@@ -43,11 +54,32 @@ class AccumulationProbe(Probe):
         param = held[-1]           # the last layer's: a gradient in every backward pass
         self.trace.parameter = param.name
         handles = [self.ctx.backend.add_tensor_hook(param.tensor, self._backward_hook(param))]
-        step_hook = _add_step_pre_hook(self.ctx.optimizer, self._close_window)
-        return handles + ([step_hook] if step_hook is not None else [])
+        optimizer = self.ctx.optimizer
+        hooks = _add_step_hooks(optimizer, self._enter_step, self._leave_step)
+        if hooks and self.ctx.backend.name == "torch":
+            own = {id(optimizer), id(getattr(optimizer, "optimizer", None))}
+            hooks += _add_other_step_hook(own, self._other_step)
+        return handles + hooks
+
+    def _enter_step(self):
+        self._close_window()
+        self._in_step = True
+
+    def _leave_step(self):
+        """The step evaluated its closure's passes itself: none of them is a micro-batch."""
+        self._in_step = False
+        self._passes = self._kept = self._discarded = self._served = 0
+
+    def _other_step(self):
+        """Another optimizer stepped: the passes ``.grad`` still holds served its step."""
+        if not self._in_step:
+            self._served += self._kept
+            self._kept = 0
 
     def _backward_hook(self, param):
         def hook(grad):
+            if self._in_step:                  # a closure the step evaluates itself
+                return None
             if param.tensor.grad is None:      # cleared: what the earlier passes left is gone
                 self._discarded += self._kept
                 self._kept = 0
@@ -57,12 +89,15 @@ class AccumulationProbe(Probe):
         return hook
 
     def on_step(self, loss):
-        self._close_window()
+        if self._in_step:   # Monitor.step from a global step post-hook, before this one's
+            self._leave_step()
+        else:
+            self._close_window()
         return False
 
     def _close_window(self):
-        passes, discarded = self._passes, self._discarded
-        self._passes = self._kept = self._discarded = 0
+        passes, discarded = self._passes - self._served, self._discarded
+        self._passes = self._kept = self._discarded = self._served = 0
         if passes == 0:
             return
         trace = self.trace
@@ -82,16 +117,40 @@ class AccumulationProbe(Probe):
         self._handles = []
 
 
-def _add_step_pre_hook(optimizer, close):
-    """A torch optimizer's step pre-hook calling ``close()``, or None. A wrapper that does not
-    set up torch's hook registry (accelerate's ``AcceleratedOptimizer``) is hooked through the
+def _add_step_hooks(optimizer, enter, leave):
+    """A torch optimizer's step pre-hook calling ``enter()`` and post-hook calling
+    ``leave()``, as a list of handles (empty without them). A wrapper that does not set up
+    torch's hook registry (accelerate's ``AcceleratedOptimizer``) is hooked through the
     optimizer it wraps (``.optimizer``); without any, ``Monitor.step`` closes the windows."""
     for candidate in (optimizer, getattr(optimizer, "optimizer", None)):
         register = getattr(candidate, "register_step_pre_hook", None)
         if not callable(register):
             continue
         try:
-            return register(lambda opt, args, kwargs: close())
+            handles = [register(lambda opt, args, kwargs: enter())]
         except (AttributeError, TypeError, RuntimeError):
             continue
-    return None
+        register_post = getattr(candidate, "register_step_post_hook", None)
+        try:
+            handles.append(register_post(lambda opt, args, kwargs: leave()))
+        except (AttributeError, TypeError, RuntimeError):
+            pass                          # no post-hook: closures are counted as passes
+        return handles
+    return []
+
+
+def _add_other_step_hook(own, on_other):
+    """torch's global optimizer-step pre-hook calling ``on_other()`` when an optimizer other
+    than the ``own`` ids steps; ``[]`` when this torch has none."""
+    import importlib
+
+    try:
+        register = importlib.import_module("torch.optim.optimizer") \
+            .register_optimizer_step_pre_hook
+    except (ImportError, AttributeError):
+        return []
+
+    def hook(optimizer, args, kwargs):
+        if id(optimizer) not in own:
+            on_other()
+    return [register(hook)]

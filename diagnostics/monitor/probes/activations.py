@@ -12,6 +12,11 @@ where part of it runs under ``no_grad`` (a frozen backbone); a call of the whole
 gradients is an evaluation pass and is left out. A compiled model is seen through a replay of
 its module underneath (``monitor/compiled.py``).
 
+A squashing layer (sigmoid, tanh) whose output *is* the model's output (itself, one of the
+tensors of a tuple/list/dict output, or a view of one: ``.view(-1)``, ``.squeeze(1)``) is
+the output layer: it goes straight into the loss. Those layers are published as
+``output_layers``; saturation is judged on hidden layers only (``checks/activations.py``).
+
 A plain ``ReLU`` applied to the output the previous hook just measured (a Linear's, a
 BatchNorm's), unchanged since but by the ReLU itself, takes its unit extremes from that
 measurement (``relu(max) = max(max, 0)``, exactly) instead of two more passes over the tensor.
@@ -47,6 +52,8 @@ class ActivationsProbe(Probe):
         self._results = []            # their statistics, in the same order
         self._measured = None         # (tensor, its weights_token, where its unit max is in
                                       # _results): the latest output measured whole
+        self._squashed = {}           # call name -> a sigmoid/tanh output of this model call
+        self.output_layers = set()    # call names of squashing layers that gave the output
 
     def attach(self):
         backend = self.ctx.backend
@@ -73,6 +80,11 @@ class ActivationsProbe(Probe):
             self._replay(args, kwargs)
 
     def _on_model_output(self, module, args, output):
+        squashed, self._squashed = self._squashed, {}
+        if squashed and self._training_call:
+            outputs = _tensors_in(output, self.ctx.backend.is_tensor)
+            self.output_layers.update(name for name, tensor in squashed.items()
+                                      if any(_same_values(tensor, o) for o in outputs))
         self._training_call = False
         self._measured = None
         return None
@@ -104,6 +116,8 @@ class ActivationsProbe(Probe):
             if tensor is None:
                 return None
             name = self._call_name(layer)
+            if saturation is not None and name not in self.output_layers:
+                self._squashed[name] = tensor
             source = self._rectified_from(args, tensor) if plain_relu else None
             if source is not None:
                 stats = ctx.kernels.activation_statistics(tensor, extremes=False)
@@ -165,14 +179,14 @@ class ActivationsProbe(Probe):
         return made.name
 
     def close(self):
-        self._queued, self._results, self._measured = [], [], None
+        self._queued, self._results, self._measured, self._squashed = [], [], None, {}
 
     def finish(self, sample):
         for name, record in sample.activations.items():
             self.units.add(name, record)
 
     def view_fields(self):
-        signals = {}
+        signals = {"output_layers": frozenset(self.output_layers)}
         if self._underneath is not None:
             signals["compiled"] = {"replays": self.replays, "error": self.replay_error,
                                    "layers": len(self._layers)}
@@ -186,6 +200,35 @@ class ActivationsProbe(Probe):
             values = (record.mean, record.std, record.minimum, record.maximum,
                       record.zero_fraction, view.dead_fraction(layer), record.saturated_fraction)
             row.update(zip(columns, values))   # "saturated" only where the layer has a column
+
+
+def _tensors_in(value, is_tensor, depth=0):
+    """The tensors of a model output: itself, or those in its tuples, lists and dicts (two
+    levels down)."""
+    if is_tensor(value):
+        return [value]
+    if depth > 1:
+        return []
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors_in(v, is_tensor, depth + 1)]
+    return []
+
+
+def _same_values(tensor, output):
+    """Whether ``output`` is ``tensor`` or a view of all of it (same elements, same memory)."""
+    if output is tensor:
+        return True
+    numel = getattr(tensor, "numel", None)
+    if not callable(numel) or numel() != output.numel():
+        return False
+    pointer = getattr(tensor, "data_ptr", None)
+    if callable(pointer):                       # torch
+        return pointer() == output.data_ptr()
+    data, other = getattr(tensor, "data", None), getattr(output, "data", None)
+    return (isinstance(data, np.ndarray) and isinstance(other, np.ndarray)   # minigrad
+            and np.may_share_memory(data, other))
 
 
 def _is_plain_relu(module):

@@ -50,7 +50,10 @@ CODES = {
     "BUFFERS_DIVERGED": "buffers (batch-norm statistics) differ across the ranks of a "
                         "distributed job",
     "MONITOR_ERROR": "a probe or check of the Monitor raised and was turned off (info)",
-    "LR_SCHEDULE_TOO_FAST": "the learning rate decays or cycles in a few dozen steps",
+    "LR_SCHEDULE_TOO_FAST": "the learning rate's schedule is consumed in a small part of the "
+                            "run, or cycles (per-epoch settings stepped per batch)",
+    "LR_WARMUP_NEVER_ENDS": "a warm-up so slow it never reaches the base rate (per-step "
+                            "settings stepped per epoch)",
     "ACCUMULATION_DISCARDED": "gradients of earlier micro-batches are zeroed before the step",
     "CLIP_BEFORE_UNSCALE": "gradients clipped while a GradScaler still scales them",
     "EPS_UNDERFLOWS": "an optimizer eps that the parameters' dtype rounds to 0",
@@ -66,8 +69,9 @@ class Finding:
 
     A training Monitor also says when: ``first_step`` and ``last_step`` the condition was seen
     (the steps whose checks found it), and ``resolved_at``, the step from which it no longer
-    held (None while it holds). These do not take part in equality: the same diagnosis seen
-    at other steps is the same finding.
+    held (None while it holds). ``follows_from`` names the finding in the same report that
+    causes this one (``diagnostics.causes``). These do not take part in equality: the same
+    diagnosis seen at other steps is the same finding.
     """
 
     code: str
@@ -79,6 +83,7 @@ class Finding:
     first_step: int | None = field(default=None, compare=False)
     last_step: int | None = field(default=None, compare=False)
     resolved_at: int | None = field(default=None, compare=False)
+    follows_from: str | None = field(default=None, compare=False)   # "CODE at location"
 
     def __post_init__(self):
         if self.code not in CODES:
@@ -93,7 +98,8 @@ class Finding:
         return self.resolved_at is not None
 
     def to_dict(self):
-        steps = {name: getattr(self, name) for name in ("first_step", "last_step", "resolved_at")
+        steps = {name: getattr(self, name)
+                 for name in ("first_step", "last_step", "resolved_at", "follows_from")
                  if getattr(self, name) is not None}
         return to_jsonable({"code": self.code, "severity": self.severity,
                             "location": self.location, "message": self.message,
@@ -102,4 +108,6 @@ class Finding:
     def __str__(self):
         where = f" at {self.location}" if self.location else ""
         text = f"[{self.severity}] {self.code}{where}: {self.message}"
+        if self.follows_from:
+            text += f" (follows from {self.follows_from})"
         return f"{text}\n    try: {self.suggestion}" if self.suggestion else text

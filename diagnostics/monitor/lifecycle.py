@@ -9,6 +9,7 @@ the history.
 """
 from dataclasses import replace
 
+from ..causes import order_by_cause
 from ..findings import SEVERITIES
 
 QUIET_RUNS = 3   # distinct steps at which the finding's checks ran without finding it
@@ -25,9 +26,10 @@ class FindingLog:
 
     @property
     def active(self):
-        """The findings that hold, errors first, then in the order they were found."""
+        """The findings that hold, errors first, then in the order they were found; each
+        root cause before its consequences (``diagnostics.causes``)."""
         rank = {severity: i for i, severity in enumerate(reversed(SEVERITIES))}
-        return sorted(self._active.values(), key=lambda f: rank[f.severity])
+        return order_by_cause(sorted(self._active.values(), key=lambda f: rank[f.severity]))
 
     @property
     def resolved(self):

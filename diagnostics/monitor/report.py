@@ -250,12 +250,18 @@ def _resolved_lines(findings):
 def _finding_lines(findings, steps):
     if not findings:
         return [f"no findings: nothing looked wrong in {steps} steps"]
-    counts = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
+    roots = [f for f in findings if not f.follows_from]
+    counts = {s: sum(f.severity == s for f in roots) for s in ("error", "warning", "info")}
     tally = ", ".join(f"{n} {s}{'s' if n > 1 else ''}" for s, n in counts.items() if n)
-    lines = [f"{len(findings)} finding{'s' if len(findings) > 1 else ''} ({tally}):"]
+    followers = len(findings) - len(roots)
+    if followers:
+        tally += f"; {followers} more follow{'s' if followers == 1 else ''} from " \
+                 f"{'it' if len(roots) == 1 else 'them'}"
+    lines = [f"{len(roots)} finding{'s' if len(roots) > 1 else ''} ({tally}):"]
     for finding in findings:
         where = f" at {display_name(finding.location)}" if finding.location is not None else ""
-        lines.append(f"  [{finding.severity}] {finding.code}{where}{_steps(finding)}")
+        follows = f", follows from {finding.follows_from}" if finding.follows_from else ""
+        lines.append(f"  [{finding.severity}] {finding.code}{where}{_steps(finding)}{follows}")
         lines += textwrap.wrap(finding.message, _WIDTH, initial_indent="      ",
                                subsequent_indent="      ")
         if finding.suggestion:

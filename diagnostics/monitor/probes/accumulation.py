@@ -18,6 +18,7 @@ is not seen (reading them would cost a device sync per backward)."""
 from dataclasses import dataclass, field
 
 from .base import Probe
+from .optimizer_hooks import add_step_hooks
 
 
 @dataclass
@@ -55,7 +56,7 @@ class AccumulationProbe(Probe):
         self.trace.parameter = param.name
         handles = [self.ctx.backend.add_tensor_hook(param.tensor, self._backward_hook(param))]
         optimizer = self.ctx.optimizer
-        hooks = _add_step_hooks(optimizer, self._enter_step, self._leave_step)
+        hooks = add_step_hooks(optimizer, before=self._enter_step, after=self._leave_step)
         if hooks and self.ctx.backend.name == "torch":
             own = {id(optimizer), id(getattr(optimizer, "optimizer", None))}
             hooks += _add_other_step_hook(own, self._other_step)
@@ -115,28 +116,6 @@ class AccumulationProbe(Probe):
         for handle in self._handles or []:
             handle.remove()
         self._handles = []
-
-
-def _add_step_hooks(optimizer, enter, leave):
-    """A torch optimizer's step pre-hook calling ``enter()`` and post-hook calling
-    ``leave()``, as a list of handles (empty without them). A wrapper that does not set up
-    torch's hook registry (accelerate's ``AcceleratedOptimizer``) is hooked through the
-    optimizer it wraps (``.optimizer``); without any, ``Monitor.step`` closes the windows."""
-    for candidate in (optimizer, getattr(optimizer, "optimizer", None)):
-        register = getattr(candidate, "register_step_pre_hook", None)
-        if not callable(register):
-            continue
-        try:
-            handles = [register(lambda opt, args, kwargs: enter())]
-        except (AttributeError, TypeError, RuntimeError):
-            continue
-        register_post = getattr(candidate, "register_step_post_hook", None)
-        try:
-            handles.append(register_post(lambda opt, args, kwargs: leave()))
-        except (AttributeError, TypeError, RuntimeError):
-            pass                          # no post-hook: closures are counted as passes
-        return handles
-    return []
 
 
 def _add_other_step_hook(own, on_other):

@@ -33,6 +33,16 @@ def as_model_tensor(backend, value, argument):
         f"{type(value).__module__}.{type(value).__qualname__}")
 
 
+def check_parameters(backend):
+    """A ``DiagnosticsError`` naming ``model`` when it has no parameters at all: nothing in it
+    can learn, so training it (and building an optimizer over it) would only fail later."""
+    require(len(backend.named_parameters()) > 0, "model",
+            "a model with parameters to train",
+            f"{type(backend.model).__name__} with no parameters (model.parameters() is empty: "
+            f"are its layers registered as submodules, not kept in a plain list or built "
+            f"inside forward?)")
+
+
 def check_optimizer(backend, optimizer, argument="optimizer"):
     """A ``DiagnosticsError`` unless ``optimizer`` looks like one and is this model's: one that
     holds other tensors while it lacks some of the model's trainable parameters was built for
@@ -97,6 +107,7 @@ def checked_batch(model, loss_fn, inputs, targets, *, optimizer=None, train_step
     """The backend and the ``Batch`` as the model's tensors, after checking the arguments
     that the tools training on one batch share."""
     backend = get_backend(model)
+    check_parameters(backend)
     batch = Batch.prepare(backend, loss_fn, inputs, targets, output=output)
     if optimizer is not None and check_foreign:
         check_optimizer(backend, optimizer)

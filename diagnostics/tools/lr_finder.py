@@ -139,6 +139,7 @@ def find_lr(model, loss_fn, data, *, optimizer=None, start_lr=1e-7, end_lr=10.0,
     the optimizer and the RNG states are restored afterwards, bit for bit.
     """
     backend = get_backend(model)
+    T.check_parameters(backend)
     T.check_callable(loss_fn, "loss_fn")
     if optimizer is not None:
         T.check_optimizer(backend, optimizer)

@@ -138,8 +138,17 @@ def overfit_one_batch(model, loss_fn, inputs, targets, *, optimizer=None, steps=
 
 def run(backend, batch, *, optimizer, train_step=None, steps=200, target_loss=None,
         patience=DEFAULT_PATIENCE):
-    """The test on a checked ``batch``; the caller restores the model and the optimizer."""
+    """The test on a checked ``batch``, at the optimizer's base rates (an LR scheduler's
+    ``initial_lr``: a warm-up's first rate says nothing about the model); the caller restores
+    the model and the optimizer."""
     optimizer = T.make_optimizer(backend, optimizer, lr=DEFAULT_LR)
+    note = T.rate_note(optimizer)
+    with T.at_base_rates(optimizer):
+        return _run(backend, batch, optimizer=optimizer, train_step=train_step, steps=steps,
+                    target_loss=target_loss, patience=patience, rate_note=note)
+
+
+def _run(backend, batch, *, optimizer, train_step, steps, target_loss, patience, rate_note):
     opponents = objective.Opponents(backend, batch, optimizer, train_step)
     begin = _State(backend, optimizer) if opponents.watched else None
     step_once = T.stepper(backend, optimizer, batch, train_step)
@@ -200,6 +209,7 @@ def run(backend, batch, *, optimizer, train_step=None, steps=200, target_loss=No
         return result
     result.findings = [_failure_finding(
         backend, optimizer, losses, accuracies, target_loss=target_loss, steps=limit,
+        rate_note=rate_note,
         silent=silent, output=logits, targets=target_array, broadcasts=broadcasts,
         opponent=None if held is None else _opponent_cause(opponents, held),
         squashed=_squashed_twice(backend, batch, logits, target_array, target_loss))]
@@ -398,8 +408,8 @@ def _broadcasts(backend, batch, output, key, logits, targets):
         return False
 
 
-def _failure_finding(backend, optimizer, losses, accuracies, *, target_loss, steps, silent,
-                     output, targets, broadcasts, opponent=None, squashed=None):
+def _failure_finding(backend, optimizer, losses, accuracies, *, target_loss, steps, rate_note,
+                     silent, output, targets, broadcasts, opponent=None, squashed=None):
     causes = _likely_causes(backend, optimizer, losses, silent=silent, output=output,
                             targets=targets, broadcasts=broadcasts)
     if opponent:   # the loss grew because of the opponent: say first that this side is stuck
@@ -410,12 +420,13 @@ def _failure_finding(backend, optimizer, losses, accuracies, *, target_loss, ste
     finite = [v for v in losses if math.isfinite(v)]
     evidence = {"initial_loss": losses[0], "final_loss": losses[-1],
                 "best_loss": min(finite) if finite else None, "target_loss": target_loss,
-                "steps": steps, "learning_rates": T.learning_rates(optimizer),
+                "steps": steps, "learning_rates": T.base_rates(optimizer),
                 "parameters_without_gradient": silent, "likely_causes": causes}
     if accuracies:
         evidence["final_accuracy"] = accuracies[-1]
     message = (f"the loss went from {losses[0]:.4g} to {losses[-1]:.4g} in {len(losses) - 1} "
-               f"steps without reaching {target_loss:.4g}; likely: " + "; ".join(causes))
+               f"steps without reaching {target_loss:.4g}; likely: " + "; ".join(causes)
+               + rate_note)
     return Finding("OVERFIT_FAILED", "error", "loss", message,
                    "fix the first likely cause, then run overfit_one_batch again", evidence)
 

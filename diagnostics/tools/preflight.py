@@ -491,7 +491,7 @@ def _training_steps(run):
     optimizer = T.make_optimizer(run.backend, run.optimizer, lr=DEFAULT_LR)
     state = run.backend.rng_state()
     before = _measured_loss(run, state)
-    with Monitor(run.backend.model, optimizer, every=1, window=TRAIN_STEPS,
+    with T.at_base_rates(optimizer), Monitor(run.backend.model, optimizer, every=1, window=TRAIN_STEPS,
                  output=run.batch.selector) as monitor:
         for _ in range(TRAIN_STEPS):
             monitor.step(_one_step(run, optimizer))
@@ -775,8 +775,8 @@ def _slow_optimizer_finding(result, fallback, optimizer):
         f"{result.max_steps} steps without reaching {result.target_loss:.4g}; "
         f"Adam(lr={DEFAULT_LR:g}) on the same batch "
         f"{reached} in {steps} steps: the model and the loss can learn, the optimizer "
-        f"settings are slow",
+        f"settings are slow{T.rate_note(optimizer)}",
         "raise the learning rate (find_lr suggests one) or use Adam; then run preflight again",
         {"initial_loss": result.initial_loss, "final_loss": result.final_loss,
-         "steps": result.max_steps, "learning_rates": T.learning_rates(optimizer),
+         "steps": result.max_steps, "learning_rates": T.base_rates(optimizer),
          "adam_steps": fallback.steps, "adam_final_loss": fallback.final_loss})

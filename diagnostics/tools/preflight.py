@@ -14,7 +14,6 @@ CAUSALITY_LEAK), no view or reshape moves axes where a permute was meant (torch,
 VIEW_SCRAMBLES_AXES), output units the labels never use (LABEL_RANGE) and labels sorted by class
 (LABELS_SORTED).
 """
-import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from ..monitor.probes.optimizer_eps import lost_eps
 from . import _training as T
 from . import overfit
 from .batch_independence import check_batch_independence
+from .contexts import eval_mode
 from .label_checks import check_batch_label_order, check_label_range
 from .next_token import misaligned_targets
 from .overfit import DEFAULT_LR
@@ -520,7 +520,7 @@ def _one_step(run, optimizer):
         return returned
     if isinstance(returned, (int, float)):
         return backend.scalar(returned)
-    with _eval_mode(backend):  # the Monitor would take a train-mode pass for a bug
+    with eval_mode(backend):  # the Monitor would take a train-mode pass for a bug
         return _measured_loss(run, None)
 
 
@@ -703,18 +703,6 @@ ITEMS = (
     Item("label range", _label_range, needs=("logits",)),
     Item("label order", _label_order, needs=("logits",)),
 )
-
-
-@contextlib.contextmanager
-def _eval_mode(backend):
-    """Every module in eval mode for the block, then each back in its own mode."""
-    modes = {name: module.training for name, module in backend.named_modules()}
-    backend.model.eval()
-    try:
-        yield
-    finally:
-        for name, module in backend.named_modules():
-            module.training = modes[name]
 
 
 def _class_axis(output, targets):

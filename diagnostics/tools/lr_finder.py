@@ -318,12 +318,14 @@ def _flat_curve(raw, losses, smooth):
 
 
 def _edge(lrs, losses, diverged_at, suggestions, *, flat, one_batch):
-    """A warning when the lowest smoothed loss (after the warm-up) is the first or the last
-    point of the curve read: the sweep did not bracket a minimum, so minimum/10 is a tenth of
-    an end of the range, not of a measured bottom. At the top: the loss still falling at
-    end_lr (one batch, memorised faster as the rate grows, does that), or going from its
-    lowest to diverging in one step; at the bottom: the loss only rose from start_lr (on to
-    diverging, or after a fall in the warm-up; a flat curve's lowest point is anywhere). ``one_batch``: the sweep read one (inputs, targets) batch,
+    """A warning when the lowest smoothed loss (after the warm-up) is at an end of the range:
+    the sweep did not bracket a minimum, so minimum/10 is a tenth of an end of the range, not
+    of a measured bottom. At the top: the loss still falling at end_lr, the sweep never
+    diverging (one batch, memorised faster as the rate grows, does that); a loss that goes
+    from its lowest to diverging at the next rate is the usual abrupt blow-up, and a tenth of
+    the rate below it the classic reading. At the bottom: the loss only rose from start_lr
+    (on to diverging, or after a fall in the warm-up; a flat curve's lowest point is
+    anywhere). ``one_batch``: the sweep read one (inputs, targets) batch,
     whose loss a model keeps lowering by memorising it, so the advice adds a loader."""
     if len(losses) < 5:
         return []
@@ -345,17 +347,6 @@ def _edge(lrs, losses, diverged_at, suggestions, *, flat, one_batch):
             f"tried, not of a measured minimum, and is not known to be safe",
             f"sweep higher (end_lr={lrs[-1] * 10:g}) until the loss diverges"
             + (", and" + loader if loader else ""),
-            {**evidence, "edge": "top"})]
-    if best == len(losses) - 1:
-        return [Finding(
-            "LR_SWEEP_EDGE", "warning", "loss",
-            f"the smoothed loss was at its lowest ({losses[best]:.4g}) at lr {lrs[best]:.2g}, "
-            f"the last rate before it diverged at {diverged_at:.2g}: it went from its lowest "
-            f"to diverging in one step, so the curve shows no rise to place the minimum by, "
-            f"and minimum/10 ({_lr_text(reading)}) is not known to be safe",
-            "sweep with more steps (steps=300)" + (", and" + loader if loader else "")
-            + ", so that the curve shows where the loss turns up; or train at the valley "
-              "reading and watch the loss",
             {**evidence, "edge": "top"})]
     if best == skip and (not flat or diverged_at is not None):
         return [Finding(

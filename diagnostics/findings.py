@@ -60,6 +60,8 @@ CODES = {
     "VIEW_SCRAMBLES_AXES": "a view or reshape moves axes where a permute was meant",
     "UNREGISTERED_PARAMETERS": "tensors with gradients that are not parameters of the model "
                                "and never change (layers in a plain Python list)",
+    "LR_SWEEP_EDGE": "find_lr's lowest loss sits at an end of its sweep: the range did not "
+                     "bracket a minimum",
 }
 
 

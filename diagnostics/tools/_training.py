@@ -1,5 +1,7 @@
 """What the training tools share: argument checks, the batch, one optimizer step."""
+import contextlib
 import math
+import numbers
 
 import numpy as np
 
@@ -31,6 +33,16 @@ def as_model_tensor(backend, value, argument):
     raise DiagnosticsError(
         f"{argument}: expected a {backend.name} tensor or a NumPy array, got "
         f"{type(value).__module__}.{type(value).__qualname__}")
+
+
+def check_parameters(backend):
+    """A ``DiagnosticsError`` naming ``model`` when it has no parameters at all: nothing in it
+    can learn, so training it (and building an optimizer over it) would only fail later."""
+    require(len(backend.named_parameters()) > 0, "model",
+            "a model with parameters to train",
+            f"{type(backend.model).__name__} with no parameters (model.parameters() is empty: "
+            f"are its layers registered as submodules, not kept in a plain list or built "
+            f"inside forward?)")
 
 
 def check_optimizer(backend, optimizer, argument="optimizer"):
@@ -87,9 +99,53 @@ def learning_rates(optimizer):
     return [float(group["lr"]) for group in optimizer.param_groups]
 
 
+def base_rates(optimizer):
+    """Each group's base rate: the ``initial_lr`` that torch's LR schedulers record in the
+    groups they take over (a warm-up then sets ``lr`` far below it for its first steps),
+    else its ``lr``."""
+    return [float(group.get("initial_lr", group["lr"])) for group in optimizer.param_groups]
+
+
+def scheduled(optimizer):
+    """True when an LR scheduler has taken over the optimizer (its groups hold initial_lr)."""
+    return any("initial_lr" in group for group in optimizer.param_groups)
+
+
+@contextlib.contextmanager
+def at_base_rates(optimizer):
+    """The block with every group at its base rate (``base_rates``), then each ``lr`` put
+    back: a tool's few hundred steps at a warm-up's first rate would judge a schedule's
+    start, not the rate it trains at."""
+    saved = [group["lr"] for group in optimizer.param_groups]
+    for group, base in zip(optimizer.param_groups, base_rates(optimizer)):
+        if isinstance(group["lr"], numbers.Real):    # a tensor lr (fused, capturable): as is
+            group["lr"] = base
+    try:
+        yield optimizer
+    finally:
+        for group, lr in zip(optimizer.param_groups, saved):
+            group["lr"] = lr
+
+
 def lr_text(optimizer):
-    """The optimizer's distinct learning rates, as ``"0.1"`` or ``"0.01, 0.1"``."""
-    return ", ".join(f"{lr:g}" for lr in sorted(set(learning_rates(optimizer))))
+    """The optimizer's distinct base rates (``base_rates``), as ``"0.1"`` or ``"0.01, 0.1"``."""
+    return _rates_text(base_rates(optimizer))
+
+
+def rate_note(optimizer):
+    """With an LR scheduler, a clause saying the rates quoted are its base rates (and where
+    it has the lr now, when that differs); else ``""``."""
+    if not scheduled(optimizer):
+        return ""
+    note = "; the learning rates quoted are the LR scheduler's base rates (initial_lr)"
+    now = sorted(set(learning_rates(optimizer)))
+    if now != sorted(set(base_rates(optimizer))):
+        note += f", which these steps trained at, not the {_rates_text(now)} it sets now"
+    return note
+
+
+def _rates_text(rates):
+    return ", ".join(f"{lr:g}" for lr in sorted(set(rates)))
 
 
 def checked_batch(model, loss_fn, inputs, targets, *, optimizer=None, train_step=None,
@@ -97,6 +153,7 @@ def checked_batch(model, loss_fn, inputs, targets, *, optimizer=None, train_step
     """The backend and the ``Batch`` as the model's tensors, after checking the arguments
     that the tools training on one batch share."""
     backend = get_backend(model)
+    check_parameters(backend)
     batch = Batch.prepare(backend, loss_fn, inputs, targets, output=output)
     if optimizer is not None and check_foreign:
         check_optimizer(backend, optimizer)

@@ -112,7 +112,11 @@ class LRFinderResult:
         lines = [head]
         if self.error is not None:
             lines.append(f"  FAILED: {self.error}")
-        lines.append(f"  suggestion ({self.method}): " + _lr_text(self.suggestion))
+        edge = any(finding.code == "LR_SWEEP_EDGE" for finding in self.findings)
+        lines.append(f"  suggestion ({self.method}): " + _lr_text(self.suggestion)
+                     + (" (not known to be safe: the lowest loss sits at an end of the sweep, "
+                        "see LR_SWEEP_EDGE below)" if edge and self.suggestion is not None
+                        else ""))
         lines.extend(f"    {name:<11} {_lr_text(lr)}" for name, lr in self.suggestions.items())
         if self.losses:
             skip = _warm_up(self.losses) if len(self.losses) >= 5 else 0
@@ -139,6 +143,7 @@ def find_lr(model, loss_fn, data, *, optimizer=None, start_lr=1e-7, end_lr=10.0,
     the optimizer and the RNG states are restored afterwards, bit for bit.
     """
     backend = get_backend(model)
+    T.check_parameters(backend)
     T.check_callable(loss_fn, "loss_fn")
     if optimizer is not None:
         T.check_optimizer(backend, optimizer)
@@ -157,7 +162,7 @@ def find_lr(model, loss_fn, data, *, optimizer=None, start_lr=1e-7, end_lr=10.0,
     with backend.preserved(optimizer):
         sweep = _sweep(backend, loss_fn, batches, optimizer=optimizer, lrs=lrs, smooth=smooth,
                        diverge=diverge, progress=progress)
-    return _result(*sweep, smooth=smooth)
+    return _result(*sweep, smooth=smooth, one_batch=batches.single is not None)
 
 
 def _schedule(start_lr, end_lr, steps, mode):
@@ -245,7 +250,7 @@ def _first_line(error):
     return text[0] if text else ""
 
 
-def _result(lrs, losses, raw, diverged_at, error=None, *, smooth=0.98):
+def _result(lrs, losses, raw, diverged_at, error=None, *, smooth=0.98, one_batch=False):
     if error is not None:
         return LRFinderResult(lrs=lrs, losses=losses, raw_losses=raw,
                               suggestions={name: None for name in METHODS},
@@ -255,6 +260,8 @@ def _result(lrs, losses, raw, diverged_at, error=None, *, smooth=0.98):
     usable = len(losses) - 1 if diverged_at is not None else len(losses)
     suggestions = _suggestions(np.array(lrs[:usable]), np.array(losses[:usable]))
     findings = _flat_curve(np.array(raw[:usable]), np.array(losses[:usable]), smooth)
+    findings += _edge(np.array(lrs[:usable]), np.array(losses[:usable]), diverged_at,
+                      suggestions, flat=bool(findings), one_batch=one_batch)
     if diverged_at is not None and usable < 5:
         findings.append(Finding(
             "LOSS_DIVERGING", "warning", "loss",
@@ -308,6 +315,48 @@ def _flat_curve(raw, losses, smooth):
         "fall at the good rates; or start training at the valley reading and watch the loss",
         {"start_loss": start, "lowest_loss": lowest, "batch_noise": per_batch,
          "steps": int(len(losses))})]
+
+
+def _edge(lrs, losses, diverged_at, suggestions, *, flat, one_batch):
+    """A warning when the lowest smoothed loss (after the warm-up) is at an end of the range:
+    the sweep did not bracket a minimum, so minimum/10 is a tenth of an end of the range, not
+    of a measured bottom. At the top: the loss still falling at end_lr, the sweep never
+    diverging (one batch, memorised faster as the rate grows, does that); a loss that goes
+    from its lowest to diverging at the next rate is the usual abrupt blow-up, and a tenth of
+    the rate below it the classic reading. At the bottom: the loss only rose from start_lr
+    (on to diverging, or after a fall in the warm-up; a flat curve's lowest point is
+    anywhere). ``one_batch``: the sweep read one (inputs, targets) batch,
+    whose loss a model keeps lowering by memorising it, so the advice adds a loader."""
+    if len(losses) < 5:
+        return []
+    loader = (" over many batches (find_lr(model, loss_fn, train_loader)): on one (inputs, "
+              "targets) batch the loss keeps falling as the model memorises it"
+              if one_batch else "")
+    skip = _warm_up(losses)
+    best = skip + int(np.argmin(losses[skip:]))
+    reading = suggestions.get(DEFAULT_METHOD)
+    evidence = {"lowest_loss": float(losses[best]), "lowest_at": float(lrs[best]),
+                "sweep": [float(lrs[0]), float(lrs[-1])], "diverged_at": diverged_at,
+                "suggestion": reading}
+    if best == len(losses) - 1 and diverged_at is None:
+        return [Finding(
+            "LR_SWEEP_EDGE", "warning", "loss",
+            f"the smoothed loss was still at its lowest ({losses[best]:.4g}) at lr "
+            f"{lrs[best]:.2g}, the top of the sweep: it never reached the rates where the loss "
+            f"turns up, so minimum/10 ({_lr_text(reading)}) is a tenth of the largest rate "
+            f"tried, not of a measured minimum, and is not known to be safe",
+            f"sweep higher (end_lr={lrs[-1] * 10:g}) until the loss diverges"
+            + (", and" + loader if loader else ""),
+            {**evidence, "edge": "top"})]
+    if best == skip and (not flat or diverged_at is not None):
+        return [Finding(
+            "LR_SWEEP_EDGE", "warning", "loss",
+            f"the smoothed loss was at its lowest ({losses[best]:.4g}) at lr "
+            f"{lrs[best]:.2g}, at the bottom of the sweep, and only rose after: even the "
+            f"first rates may be too high, and minimum/10 ({_lr_text(reading)}) lies below "
+            f"every rate tried",
+            f"sweep lower (start_lr={lrs[0] / 100:g})", {**evidence, "edge": "bottom"})]
+    return []
 
 
 def _steepest(lrs, losses):

@@ -15,7 +15,7 @@ from ..jsonable import to_jsonable
 from ..monitor.checks.probabilities import bce_with_logits_floor, cross_entropy_floor
 from ..monitor.kernels import kernels_for
 from . import _training as T
-from . import objective
+from . import contexts, objective
 
 DEFAULT_LR = 3e-3
 TARGET_FRACTION = 0.05  # default target: 5% of the starting (or uninformative) loss
@@ -34,11 +34,15 @@ EXTEND_RATIO = 0.9      # 10% lower than a quarter of the run earlier
 # from its start to within NOISY_FRACTION of the way to the part of it the output cannot
 # remove, every parameter learning.
 NOISY_FRACTION = 0.2
+ACCURACY_SLACK = 1e-9   # an accuracy this close to the best a batch allows is that best
 
 
 @dataclass
 class OverfitResult:
     """``passed``; ``steps`` optimizer steps taken to reach ``target_loss`` (None if never);
+    ``floor``: the lowest loss the batch allows, which the target is measured from, and
+    ``floor_reason`` when that is targets the model cannot tell apart (``contexts``);
+    ``negative_loss``: failed on a loss below zero, which no cross-entropy can be;
     ``losses[i]`` and ``accuracies[i]`` measured before step ``i`` (``accuracies`` is None
     unless the targets are class indices); ``still_falling``: passed short of the target,
     the loss far down and still falling; ``inconclusive``: short of the target because the
@@ -56,6 +60,9 @@ class OverfitResult:
     findings: list = field(default_factory=list)
     still_falling: bool = False
     inconclusive: bool = False
+    floor: float = 0.0
+    floor_reason: str | None = None
+    negative_loss: bool = False
 
     @property
     def initial_loss(self):
@@ -69,7 +76,9 @@ class OverfitResult:
         return to_jsonable({
             "passed": self.passed, "steps": self.steps, "max_steps": self.max_steps,
             "still_falling": self.still_falling, "inconclusive": self.inconclusive,
-            "target_loss": self.target_loss, "initial_loss": self.initial_loss,
+            "target_loss": self.target_loss, "floor": self.floor,
+            "floor_reason": self.floor_reason, "negative_loss": self.negative_loss,
+            "initial_loss": self.initial_loss,
             "final_loss": self.final_loss, "losses": self.losses,
             "accuracies": self.accuracies,
             "findings": [finding.to_dict() for finding in self.findings]})
@@ -77,20 +86,28 @@ class OverfitResult:
     @property
     def headline(self):
         """``PASSED in 6 steps (loss 2.3 -> 0.1, target 0.11, accuracy 97%)``."""
-        if self.inconclusive:
+        if self.negative_loss:
+            verdict = f"FAILED at step {len(self.losses) - 1}, a loss that goes below zero"
+        elif self.inconclusive:
             verdict = f"INCONCLUSIVE after {self.max_steps} steps"
         elif self.still_falling:
             verdict = f"PASSED, still falling after {self.max_steps} steps"
         else:
             verdict = (f"PASSED in {self.steps} steps" if self.passed
                        else f"FAILED after {self.max_steps} steps")
+        where = "above" if self.target_loss >= self.floor else "below"
+        floor = (f" {where} the floor {self.floor:.4g} of targets the model cannot tell apart"
+                 if self.floor_reason else "")
         return (f"{verdict} (loss {self.initial_loss:.4g} -> {self.final_loss:.4g}, target "
-                f"{self.target_loss:.4g}"
+                f"{self.target_loss:.4g}{floor}"
                 + (f", accuracy {self.accuracies[-1]:.0%})" if self.accuracies else ")"))
 
     def __str__(self):
         lines = [f"overfit one batch: {self.headline}",
                  "  loss curve: " + _curve_text(self.losses)]
+        if self.floor_reason:
+            lines.append(f"  floor: {self.floor:.4g}, as {self.floor_reason}: no model can go "
+                         f"below it on this batch")
         lines.extend(f"  {line}" for finding in self.findings for line in str(finding).splitlines())
         return "\n".join(lines)
 
@@ -138,17 +155,26 @@ def overfit_one_batch(model, loss_fn, inputs, targets, *, optimizer=None, steps=
 
 def run(backend, batch, *, optimizer, train_step=None, steps=200, target_loss=None,
         patience=DEFAULT_PATIENCE):
-    """The test on a checked ``batch``; the caller restores the model and the optimizer."""
+    """The test on a checked ``batch``, at the optimizer's base rates (an LR scheduler's
+    ``initial_lr``: a warm-up's first rate says nothing about the model); the caller restores
+    the model and the optimizer."""
     optimizer = T.make_optimizer(backend, optimizer, lr=DEFAULT_LR)
+    note = T.rate_note(optimizer)
+    with T.at_base_rates(optimizer):
+        return _run(backend, batch, optimizer=optimizer, train_step=train_step, steps=steps,
+                    target_loss=target_loss, patience=patience, rate_note=note)
+
+
+def _run(backend, batch, *, optimizer, train_step, steps, target_loss, patience, rate_note):
     opponents = objective.Opponents(backend, batch, optimizer, train_step)
     begin = _State(backend, optimizer) if opponents.watched else None
     step_once = T.stepper(backend, optimizer, batch, train_step)
     target_array = batch.target_array()
     losses, accuracies, silent = [], [], None
-    reached, limit, step = None, steps, -1
+    reached, limit, step, base = None, steps, -1, 0.0
     while step < limit:
         step += 1
-        if step == limit and patience and not silent and _falling(losses, EXTEND_RATIO):
+        if step == limit and patience and not silent and _falling(losses, EXTEND_RATIO, base):
             limit, patience = limit + steps, patience - 1
         if step == limit:  # the last measurement, without a step after it
             backend.zero_grad()
@@ -163,22 +189,37 @@ def run(backend, batch, *, optimizer, train_step=None, steps=200, target_loss=No
         if step == 0:
             silent = _parameters_without_gradient(backend) if math.isfinite(value) else []
             start = _start_level(backend, batch, value, output, key, logits)
-            if target_loss is None:
-                floor = _loss_floor(backend, batch, output, key, logits, target_array)
-                floor = floor if floor < start else 0.0
-                target_loss = floor + TARGET_FRACTION * (start - floor)
+            floor = _loss_floor(backend, batch, output, key, logits, target_array)
+            classes = T.class_axis_of(logits, target_array) is not None
+            base = floor.value if floor.value < start else 0.0   # what the loss can reach
+            chosen = target_loss is not None
+            if not chosen:
+                target_loss = base + TARGET_FRACTION * (start - base)
+            # "falling" is towards the floor of targets the model cannot tell apart, when the
+            # target is measured from it; towards 0 for any other floor (a softmax applied
+            # twice has one too) and for a target of the caller's
+            base = base if floor.reason and not chosen else 0.0
         losses.append(value)
         accuracies.append(T.accuracy(logits, target_array))
+        if classes and (value < 0 or (floor.unbounded and not _log_probabilities(
+                logits, T.class_axis_of(logits, target_array)))):   # no -log p is negative
+            return OverfitResult(
+                passed=False, steps=None, target_loss=target_loss, losses=losses,
+                accuracies=None if accuracies[0] is None else accuracies, max_steps=limit,
+                negative_loss=True,
+                findings=[_negative_loss_finding(losses, floor, optimizer, rate_note)])
         if value <= target_loss:
             reached = step
             break
         if not math.isfinite(value):
             break
     accuracies = None if accuracies[0] is None else accuracies
-    falling = reached is None and not silent and _still_falling(losses, accuracies, start)
+    falling = reached is None and not silent and _still_falling(losses, accuracies, start,
+                                                                floor, base)
     result = OverfitResult(passed=reached is not None or falling, steps=reached,
                            target_loss=target_loss, losses=losses, accuracies=accuracies,
-                           max_steps=limit, still_falling=falling)
+                           max_steps=limit, still_falling=falling,
+                           floor=floor.value if floor.reason else 0.0, floor_reason=floor.reason)
     if result.passed:
         return result
     broadcasts = _broadcasts(backend, batch, output, key, logits, target_array)
@@ -190,8 +231,8 @@ def run(backend, batch, *, optimizer, train_step=None, steps=200, target_loss=No
                    patience=patience)
         note = _opponent_note(result, opponents, held)
     elif learning:
-        floor = _loss_floor(backend, batch, output, key, logits, target_array)
-        note = _noise_floor_note(backend, batch, result, start, floor)
+        final_floor = _loss_floor(backend, batch, output, key, logits, target_array)
+        note = _noise_floor_note(backend, batch, result, start, final_floor)
     else:
         note = None
     if note is not None:
@@ -200,6 +241,7 @@ def run(backend, batch, *, optimizer, train_step=None, steps=200, target_loss=No
         return result
     result.findings = [_failure_finding(
         backend, optimizer, losses, accuracies, target_loss=target_loss, steps=limit,
+        rate_note=rate_note + _floor_note(floor, chosen),
         silent=silent, output=logits, targets=target_array, broadcasts=broadcasts,
         opponent=None if held is None else _opponent_cause(opponents, held),
         squashed=_squashed_twice(backend, batch, logits, target_array, target_loss))]
@@ -277,16 +319,17 @@ def _opponent_cause(opponents, held):
             f"{held.final_loss:.4g}: this side does not learn either")
 
 
-def _noise_floor_note(backend, batch, result, start, floor):
+def _noise_floor_note(backend, batch, result, start, found):
     """An info OVERFIT_FAILED when the loss has a floor no step removes: the same batch at the
     same parameters gives different losses (the forward samples), and the loss (the median of
     its last SMOOTH) came down from its start to within NOISY_FRACTION of the way to
-    ``floor`` (the part the output cannot remove), every example right for class indices;
-    else None. The run already went on while the loss kept falling (``patience``)."""
+    ``found``'s floor (a ``_Floor``: the part the output cannot remove), the batch right as far
+    as any model gets it for class indices; else None. The run already went on while the loss
+    kept falling (``patience``)."""
     losses, accuracies = result.losses, result.accuracies
-    if accuracies is not None and accuracies[-1] < 1.0:
+    if accuracies is not None and accuracies[-1] < found.best_accuracy - ACCURACY_SLACK:
         return None
-    floor = floor if floor < start else 0.0
+    floor = found.value if found.value < start else 0.0
     level = float(np.median(losses[-SMOOTH:]))
     if level - floor > NOISY_FRACTION * (start - floor):
         return None
@@ -317,24 +360,26 @@ def _not_judged(result, message, suggestion, **evidence):
          "target_loss": result.target_loss, "steps": result.max_steps, **evidence})
 
 
-def _still_falling(losses, accuracies, start):
-    """The loss far below its start and still going down, and (class indices) the whole
-    batch right: memorising, only slower than the target asks."""
-    if accuracies is not None and accuracies[-1] < 1.0:
+def _still_falling(losses, accuracies, start, floor, base):
+    """The loss far below its start (most of the way down to ``base``, the floor it can
+    reach) and still going down, and (class indices) the batch right as far as any model gets
+    it (``floor``, a ``_Floor``): memorising, only slower than the target asks."""
+    if accuracies is not None and accuracies[-1] < floor.best_accuracy - ACCURACY_SLACK:
         return False
-    return (_falling(losses, FALLING_RATIO)
-            and float(np.median(losses[-SMOOTH:])) <= FALLEN_FRACTION * start)
+    return (_falling(losses, FALLING_RATIO, base)
+            and float(np.median(losses[-SMOOTH:])) - base <= FALLEN_FRACTION * (start - base))
 
 
-def _falling(losses, ratio):
-    """The median of the last SMOOTH losses at most ``ratio`` times that a quarter of the
-    run earlier (every loss finite, at least MIN_CURVE of them)."""
+def _falling(losses, ratio, base=0.0):
+    """The median of the last SMOOTH losses, above ``base`` (the floor the loss can reach), at
+    most ``ratio`` times that a quarter of the run earlier (every loss finite, at least
+    MIN_CURVE of them)."""
     if len(losses) < MIN_CURVE or not all(math.isfinite(v) for v in losses):
         return False
     quarter = len(losses) // 4
     now = float(np.median(losses[-SMOOTH:]))
     earlier = float(np.median(losses[-quarter - SMOOTH:-quarter]))
-    return now <= ratio * earlier
+    return now - base <= ratio * (earlier - base)
 
 
 def _start_level(backend, batch, initial, output, key, logits):
@@ -349,29 +394,121 @@ def _start_level(backend, batch, initial, output, key, logits):
 FLOOR_SCALES = np.linspace(0.0, 40.0, 161)   # confidence of the ideal logits tried
 
 
+@dataclass(frozen=True)
+class _Floor:
+    """What the loss allows on this batch: ``value``, the lowest loss any output reaches (at
+    least 0); ``probes``, the loss at the ideal logits by confidence (class indices; a loss
+    that keeps falling below 0 there has no floor: it is no log-likelihood); ``shared``, the
+    targets the model cannot tell apart (``contexts.SharedContexts``) or None;
+    ``best_accuracy``, the highest share of the batch any model gets right."""
+
+    value: float = 0.0
+    probes: dict = field(default_factory=dict)
+    shared: object = None
+    best_accuracy: float = 1.0
+
+    @property
+    def reason(self):
+        return None if self.shared is None else self.shared.reason
+
+    @property
+    def unbounded(self):
+        """The ideal logits' loss below 0 and falling as their confidence grows."""
+        values = list(self.probes.values())
+        return len(values) >= 2 and values[-1] < 0 and values[-1] < values[0]
+
+
 def _loss_floor(backend, batch, output, key, logits, targets):
-    """The lowest loss any logits reach on this batch, for class-index targets: the loss of
-    ``k * one_hot(targets)`` minimised over ``k``. 0 for plain cross-entropy; above 0 for a loss
-    with a floor (label smoothing: the entropy of the smoothed targets, 0.35 for 0.1 over 4
-    classes), which no model can go below. For float targets of the logits' shape, the loss
-    at logits equal to the targets when no logits nearby go lower (``objective.ideal_floor``:
-    a constant, a KL term). 0 when it cannot be measured."""
+    """The lowest loss any logits reach on this batch (a ``_Floor``), for class-index targets:
+    the loss of the best logits a model can give, minimised over their confidence ``k``:
+    ``k * one_hot(targets)``, or, where positions the model cannot tell apart carry different
+    targets (``contexts``), the same logits for all of them, ``k + log`` of each target's share
+    (the floor is then the entropy of the targets given what the model sees). 0 for plain
+    cross-entropy on a batch a model can memorise; above 0 for a loss with a floor (label
+    smoothing: the entropy of the smoothed targets, 0.35 for 0.1 over 4 classes), which no
+    model can go below. For float targets of the logits' shape, the loss at logits equal to
+    the targets when no logits nearby go lower (``objective.ideal_floor``: a constant, a KL
+    term). 0 when it cannot be measured."""
     axis = T.class_axis_of(logits, targets)
     if axis is None:
-        return objective.ideal_floor(backend, batch, output, key, logits, targets)
-    hot = np.zeros_like(logits)
-    valid = (targets >= 0) & (targets < logits.shape[axis])
-    index = np.expand_dims(np.where(valid, targets, 0), axis)
-    np.put_along_axis(hot, index, 1.0, axis=axis)
-    best = math.inf
+        return _Floor(objective.ideal_floor(backend, batch, output, key, logits, targets))
+    classes = logits.shape[axis]
+    valid = (targets >= 0) & (targets < classes)
+    shared = contexts.shared_contexts(backend, batch, targets, valid)
+    if shared is None:
+        hot = np.zeros_like(logits)
+        index = np.expand_dims(np.where(valid, targets, 0), axis)
+        np.put_along_axis(hot, index, 1.0, axis=axis)
+
+        def ideal_at(scale):
+            return hot * scale
+        accuracy = 1.0
+    else:
+        def ideal_at(scale):
+            shared_logits = contexts.group_logits(shared.groups, targets, valid, classes, scale)
+            return np.moveaxis(shared_logits, -1, axis).astype(logits.dtype)
+        accuracy = contexts.best_accuracy(shared.groups, targets, valid)
+    probes = {}
     try:
         for scale in FLOOR_SCALES:
-            ideal = backend.from_numpy(hot * scale, like=first_parameter(backend))
+            ideal = backend.from_numpy(ideal_at(scale), like=first_parameter(backend))
             with backend.no_grad():
-                best = min(best, backend.scalar(batch.loss(outputs.replace(output, key, ideal))))
+                probes[float(scale)] = backend.scalar(
+                    batch.loss(outputs.replace(output, key, ideal)))
     except Exception:  # a loss that cannot take these logits: no floor known
-        return 0.0
-    return max(best, 0.0) if math.isfinite(best) else 0.0
+        return _Floor()
+    best = min(probes.values())
+    value = max(best, 0.0) if math.isfinite(best) else 0.0
+    return _Floor(value, probes, shared, accuracy)
+
+
+def _floor_note(floor, chosen):
+    """The clause a failure adds about a floor of targets the model cannot tell apart."""
+    if not floor.reason:
+        return ""
+    if chosen:
+        return (f"; no model goes below {floor.value:.4g} on this batch, as {floor.reason}: "
+                f"a target_loss under it cannot be reached")
+    return f"; the target is measured from this batch's floor {floor.value:.4g}, as {floor.reason}"
+
+
+def _log_probabilities(logits, axis):
+    """True when ``logits`` (ndarray) are log-probabilities along ``axis`` (log_softmax's
+    output: their exponentials sum to 1), which a loss may take as they are."""
+    with np.errstate(all="ignore"):
+        peak = np.max(logits, axis=axis, keepdims=True)
+        total = np.log(np.sum(np.exp(logits - peak), axis=axis)) + np.squeeze(peak, axis)
+    return bool(np.all(np.abs(total) <= 1e-3))
+
+
+def _negative_loss_finding(losses, floor, optimizer, rate_note):
+    """The error OVERFIT_FAILED of a class-index loss below zero, or of one that confident
+    outputs take below zero (``floor.unbounded``) while the model's are no log-probabilities:
+    -log p is never negative, so the loss is not a cross-entropy of these outputs (NLLLoss fed
+    scores or probabilities takes them for log-probabilities and rewards them without bound),
+    and no memorising is judged on it."""
+    step, value = len(losses) - 1, losses[-1]
+    where = (f"the loss is {value:.4g} at step {step}, below zero" if value < 0
+             else f"the loss ({value:.4g} at step {step}) goes below zero for confident outputs")
+    if floor.unbounded:
+        low, high = min(floor.probes), max(floor.probes)
+        probe = (f"; it keeps falling as the target class's score grows ("
+                 f"{floor.probes[low]:.4g} at score {low:g}, {floor.probes[high]:.4g} at "
+                 f"score {high:g}) instead of levelling off at 0")
+        cause = ("nn.NLLLoss (F.nll_loss) given raw scores or probabilities instead of "
+                 "log_softmax output: it takes them for log-probabilities")
+    else:
+        probe, cause = "", "a term of the loss below zero (a bonus subtracted from it?)"
+    return Finding(
+        "OVERFIT_FAILED", "error", "loss",
+        f"{where}, which no correct cross-entropy or negative log-likelihood of class targets "
+        f"can be (-log p >= 0){probe}; likely: {cause}" + rate_note,
+        "end the model with log_softmax before nn.NLLLoss, or give nn.CrossEntropyLoss the "
+        "raw logits (it applies log-softmax itself); then run overfit_one_batch again",
+        {"initial_loss": losses[0], "final_loss": value, "negative_at": step,
+         "learning_rates": T.base_rates(optimizer),
+         "ideal_logit_losses": ({scale: floor.probes[scale] for scale in (0.0, 1.0, 10.0, 40.0)
+                                 if scale in floor.probes} if floor.unbounded else None)})
 
 
 def _parameters_without_gradient(backend):
@@ -398,8 +535,8 @@ def _broadcasts(backend, batch, output, key, logits, targets):
         return False
 
 
-def _failure_finding(backend, optimizer, losses, accuracies, *, target_loss, steps, silent,
-                     output, targets, broadcasts, opponent=None, squashed=None):
+def _failure_finding(backend, optimizer, losses, accuracies, *, target_loss, steps, rate_note,
+                     silent, output, targets, broadcasts, opponent=None, squashed=None):
     causes = _likely_causes(backend, optimizer, losses, silent=silent, output=output,
                             targets=targets, broadcasts=broadcasts)
     if opponent:   # the loss grew because of the opponent: say first that this side is stuck
@@ -410,12 +547,13 @@ def _failure_finding(backend, optimizer, losses, accuracies, *, target_loss, ste
     finite = [v for v in losses if math.isfinite(v)]
     evidence = {"initial_loss": losses[0], "final_loss": losses[-1],
                 "best_loss": min(finite) if finite else None, "target_loss": target_loss,
-                "steps": steps, "learning_rates": T.learning_rates(optimizer),
+                "steps": steps, "learning_rates": T.base_rates(optimizer),
                 "parameters_without_gradient": silent, "likely_causes": causes}
     if accuracies:
         evidence["final_accuracy"] = accuracies[-1]
     message = (f"the loss went from {losses[0]:.4g} to {losses[-1]:.4g} in {len(losses) - 1} "
-               f"steps without reaching {target_loss:.4g}; likely: " + "; ".join(causes))
+               f"steps without reaching {target_loss:.4g}; likely: " + "; ".join(causes)
+               + rate_note)
     return Finding("OVERFIT_FAILED", "error", "loss", message,
                    "fix the first likely cause, then run overfit_one_batch again", evidence)
 

@@ -14,7 +14,6 @@ CAUSALITY_LEAK), no view or reshape moves axes where a permute was meant (torch,
 VIEW_SCRAMBLES_AXES), output units the labels never use (LABEL_RANGE) and labels sorted by class
 (LABELS_SORTED).
 """
-import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from ..monitor.probes.optimizer_eps import lost_eps
 from . import _training as T
 from . import overfit
 from .batch_independence import check_batch_independence
+from .contexts import eval_mode
 from .label_checks import check_batch_label_order, check_label_range
 from .next_token import misaligned_targets
 from .overfit import DEFAULT_LR
@@ -491,7 +491,7 @@ def _training_steps(run):
     optimizer = T.make_optimizer(run.backend, run.optimizer, lr=DEFAULT_LR)
     state = run.backend.rng_state()
     before = _measured_loss(run, state)
-    with Monitor(run.backend.model, optimizer, every=1, window=TRAIN_STEPS,
+    with T.at_base_rates(optimizer), Monitor(run.backend.model, optimizer, every=1, window=TRAIN_STEPS,
                  output=run.batch.selector) as monitor:
         for _ in range(TRAIN_STEPS):
             monitor.step(_one_step(run, optimizer))
@@ -520,7 +520,7 @@ def _one_step(run, optimizer):
         return returned
     if isinstance(returned, (int, float)):
         return backend.scalar(returned)
-    with _eval_mode(backend):  # the Monitor would take a train-mode pass for a bug
+    with eval_mode(backend):  # the Monitor would take a train-mode pass for a bug
         return _measured_loss(run, None)
 
 
@@ -705,18 +705,6 @@ ITEMS = (
 )
 
 
-@contextlib.contextmanager
-def _eval_mode(backend):
-    """Every module in eval mode for the block, then each back in its own mode."""
-    modes = {name: module.training for name, module in backend.named_modules()}
-    backend.model.eval()
-    try:
-        yield
-    finally:
-        for name, module in backend.named_modules():
-            module.training = modes[name]
-
-
 def _class_axis(output, targets):
     """The class axis of ``output`` (ndarray) when ``targets`` are class indices for it, in a
     layout ``diagnostics.layouts`` recognises, holding whole numbers of any dtype (a float
@@ -775,8 +763,8 @@ def _slow_optimizer_finding(result, fallback, optimizer):
         f"{result.max_steps} steps without reaching {result.target_loss:.4g}; "
         f"Adam(lr={DEFAULT_LR:g}) on the same batch "
         f"{reached} in {steps} steps: the model and the loss can learn, the optimizer "
-        f"settings are slow",
+        f"settings are slow{T.rate_note(optimizer)}",
         "raise the learning rate (find_lr suggests one) or use Adam; then run preflight again",
         {"initial_loss": result.initial_loss, "final_loss": result.final_loss,
-         "steps": result.max_steps, "learning_rates": T.learning_rates(optimizer),
+         "steps": result.max_steps, "learning_rates": T.base_rates(optimizer),
          "adam_steps": fallback.steps, "adam_final_loss": fallback.final_loss})

@@ -5,7 +5,13 @@ The factory is a function of no arguments in that file returning one of
 ``model``, ``loss_fn``, ``inputs`` and ``targets`` (or ``batch``) and, optionally,
 ``optimizer`` and ``train_step``. Exit code 0 when every item passes, 1 when one fails, 2 for
 a factory that cannot be loaded.
+
+The file is read first, without running it: a factory it does not define at module level is
+reported at once, with the names it does define. Then it is imported as a module (not as
+``__main__``), so a training under ``if __name__ == "__main__":`` does not run; code at
+module level outside such a block does.
 """
+import ast
 import contextlib
 import importlib.util
 import json
@@ -45,12 +51,20 @@ def load_factory(target):
     """``preflight``'s keyword arguments from ``FILE.py[:FACTORY]``."""
     path, name = _split(target)
     require(path.is_file(), "FILE.py", "an existing Python file", str(path))
+    defined = _module_names(path)
+    if defined is not None:
+        require(name in defined, "FACTORY", f"a function named {name!r} defined at module "
+                f"level in {path}", "none by that name; it defines " + _listed(defined))
     module = _import_file(path)
     factory = getattr(module, name, None)
     require(callable(factory), "FACTORY", f"a function named {name!r} in {path}",
             "nothing callable by that name")
     with _on_path(path.parent):
-        made = factory()
+        try:
+            made = factory()
+        except Exception as error:  # the user's factory: say so, quoting it
+            raise DiagnosticsError(f"FACTORY: {path}:{name}() raised "
+                                   f"{type(error).__name__}: {error}") from error
     return _arguments(made, f"{path}:{name}")
 
 
@@ -61,11 +75,86 @@ def _split(target):
     return Path(target), DEFAULT_FACTORY
 
 
+def _module_names(path):
+    """The names ``path`` binds at module level when imported (``if __name__ == "__main__":``
+    blocks left out), read from its syntax tree without running it; None when a star import
+    makes them unknowable."""
+    source = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as error:
+        raise DiagnosticsError(f"FILE.py: expected a Python file, got a SyntaxError at line "
+                               f"{error.lineno} of {path}: {error.msg}") from error
+    names = set()
+    for node in _module_level(tree.body):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == "*":
+                    return None
+                names.add(alias.asname or alias.name.split(".")[0])
+        else:
+            targets = [node] if isinstance(node, ast.NamedExpr) else _targets(node)
+            names.update(leaf.id for target in targets for leaf in ast.walk(target)
+                         if isinstance(leaf, ast.Name))
+    return names
+
+
+def _module_level(body):
+    """The statements of ``body`` that run on import, into if/try/with/for blocks, leaving
+    out ``if __name__ == "__main__":`` (its ``else`` runs)."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If) and _is_main_guard(node.test):
+            yield from _module_level(node.orelse)
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            inner = getattr(node, field, None)
+            if isinstance(inner, list) and not isinstance(
+                    node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                yield from _module_level(inner)
+
+
+def _targets(node):
+    if isinstance(node, ast.Assign):
+        return node.targets
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+        return [node.target]
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return [item.optional_vars for item in node.items if item.optional_vars is not None]
+    return []
+
+
+def _is_main_guard(test):
+    """``__name__ == "__main__"`` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return (any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
+            and any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides))
+
+
+def _listed(names, limit=12):
+    shown = sorted(n for n in names if not n.startswith("_")) or sorted(names)
+    if not shown:
+        return "no names"
+    text = ", ".join(shown[:limit])
+    return text + (f" and {len(shown) - limit} more" if len(shown) > limit else "")
+
+
 def _import_file(path):
+    """``path`` imported under a name of its own (``__name__`` is not ``"__main__"``); an
+    exception at import becomes a ``DiagnosticsError`` quoting it."""
     spec = importlib.util.spec_from_file_location(f"gradhunt_factory_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     with _on_path(path.parent):
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as error:  # the user's file at import: say so, quoting it
+            raise DiagnosticsError(f"FILE.py: importing {path} raised "
+                                   f"{type(error).__name__}: {error}") from error
     return module
 
 

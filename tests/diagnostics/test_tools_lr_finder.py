@@ -182,3 +182,54 @@ def test_bad_arguments_raise_naming_the_argument():
         find_lr(model, loss, [], progress=False)
     with pytest.raises(DiagnosticsError, match=r"data\[0\] \(inputs\): expected a minigrad"):
         find_lr(model, loss, (x.tolist(), y))
+
+
+# ------------------------------------------------------------------ a minimum at an edge
+def _curve(shape, steps=60):
+    lrs = np.geomspace(1e-7, 10.0, steps)
+    t = np.linspace(0.0, 1.0, steps)
+    losses = {"falls": 2.0 - t, "rises": 1.0 + t ** 2,
+              "bottoms": 1.0 + (t - 0.6) ** 2}[shape]
+    return list(lrs), list(losses)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_sweep_still_falling_at_its_top_warns_instead_of_advising_its_edge(framework):
+    """Rates too small to turn the loss up: one batch's loss falls all the way to end_lr, so
+    its lowest point is the last rate tried, and minimum/10 a tenth of end_lr."""
+    x, y = classification_data(rows=32)
+    model = mlp(framework)
+    result = find_lr(model, cross_entropy(framework), (x, y), start_lr=1e-6, end_lr=1e-3,
+                     steps=40, progress=False)
+    assert result.diverged_at is None
+    assert int(np.argmin(result.losses)) == len(result.losses) - 1
+    (finding,) = [f for f in result.findings if f.code == "LR_SWEEP_EDGE"]
+    assert finding.severity == "warning" and finding.evidence["edge"] == "top"
+    assert "the top of the sweep" in finding.message and "not known to be safe" in \
+           finding.message
+    assert "sweep higher (end_lr=0.01)" in finding.suggestion
+    assert "find_lr(model, loss_fn, train_loader)" in finding.suggestion   # one batch given
+    assert "(not known to be safe: the lowest loss sits at an end of the sweep" in str(result)
+
+
+def test_the_edge_readings_of_synthetic_curves():
+    from diagnostics.tools.lr_finder import _result
+
+    lrs, losses = _curve("falls")
+    (top,) = _result(lrs, losses, losses, None).findings
+    assert top.code == "LR_SWEEP_EDGE" and top.evidence["edge"] == "top"
+    assert "train_loader" not in top.suggestion           # batches given: no loader advice
+
+    lrs, losses = _curve("falls")          # lowest, then an abrupt blow-up: the usual shape
+    assert _result(lrs, losses + [40.0], losses + [40.0], lrs[-1] * 1.1).findings == []
+
+    lrs, losses = _curve("rises")          # the loss only rose, on to diverging
+    found = _result(lrs, losses + [40.0], losses + [40.0], 20.0).findings
+    (bottom,) = [f for f in found if f.code == "LR_SWEEP_EDGE"]
+    assert bottom.evidence["edge"] == "bottom" and "sweep lower (start_lr=1e-09)" in \
+           bottom.suggestion
+
+    lrs, losses = _curve("bottoms")        # a minimum inside the range: nothing to say
+    assert _result(lrs, losses, losses, None).findings == []
+    lrs, losses = _curve("bottoms")        # ... also when the loss diverges after it
+    assert _result(lrs, losses + [40.0], losses + [40.0], 20.0).findings == []

@@ -253,7 +253,7 @@ def test_loss_plateau_points_to_the_lr_finder_that_exists():
     from tests.diagnostics.test_monitor_lifecycle import feed
     noise = np.random.default_rng(0).normal(0.0, 0.002, 300)
     plateau = next(f for f in feed(1.0 + noise).findings if f.code == "LOSS_PLATEAU")
-    assert "diagnostics.find_lr(model, loss_fn, (inputs, targets))" in plateau.suggestion
+    assert "diagnostics.find_lr(model, loss_fn, train_loader)" in plateau.suggestion
     assert "gradhunt preflight" not in plateau.suggestion and callable(diagnostics.find_lr)
 
 

@@ -150,7 +150,7 @@ def loss_plateau(view):
         "LOSS_PLATEAU", "warning", "loss",
         f"the loss has stayed at {now:.4g} for the last {levels.steps} steps, "
         f"{progress:.1%} below where it started ({initial:.4g})" + frozen,
-        unfreeze + "raise the learning rate (diagnostics.find_lr(model, loss_fn, (inputs, targets)) "
+        unfreeze + "raise the learning rate (diagnostics.find_lr(model, loss_fn, train_loader) "
         "suggests one); check "
         "that the data and labels are what you think (shuffled or misaligned labels); check "
         "that gradients reach every layer and that optimizer.step() changes the weights; "

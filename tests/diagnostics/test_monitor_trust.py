@@ -1,0 +1,140 @@
+"""Issue 25 on the Monitor: no crash in the user's loop, and no false alarm on healthy code
+that merely looks unusual (a custom backward returning None, a zero-initialised LoRA ``B``,
+frames the model divides by 255 itself, a GradScaler the Monitor was not told about)."""
+import numpy as np
+import pytest
+import torch
+
+import minigrad
+from diagnostics import Monitor
+from diagnostics.errors import DiagnosticsError
+from diagnostics.monitor.probes.gradients import GradientsProbe
+from tests.diagnostics.monitor_nets import (FEATURES, Framework, batches, frameworks, mlp,
+                                            one_torch_thread, teacher_data)  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(params=frameworks(), ids=lambda fw: fw.name)
+def fw(request):
+    return request.param
+
+
+def _loop(fw, model, optimizer, *, steps, monitor_options=None, scale=1.0, seed=0):
+    x, y = teacher_data(seed)
+    options = {"every": 1}
+    options.update(monitor_options or {})
+    with Monitor(model, optimizer, **options) as monitor:
+        for xb, yb in batches(x, y, steps=steps, seed=seed):
+            optimizer.zero_grad()
+            loss = fw.F.cross_entropy(model(fw.inputs(xb * scale)), fw.labels(yb))
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+    return monitor
+
+
+# ------------------------------------------------------ a backward that returns None
+class _ProjectNoWeightGradient(torch.autograd.Function):
+    """x @ w.T whose backward gives w no gradient (None): legal in torch."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(w)
+        return x @ w.t()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (w,) = ctx.saved_tensors
+        return grad @ w, None
+
+
+class _NoGradientHead(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Linear(FEATURES, 32)
+        self.head = torch.nn.Parameter(torch.randn(4, 32) * 0.1)
+
+    def forward(self, x):
+        return _ProjectNoWeightGradient.apply(torch.relu(self.body(x)), self.head)
+
+
+def test_a_backward_returning_none_for_a_weight_does_not_reach_the_loop():
+    torch.manual_seed(0)
+    model = _NoGradientHead()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    alerts = []
+    monitor = _loop(Framework("torch", torch), model, optimizer, steps=6,
+                    monitor_options={"on_finding": alerts.append})
+    report = monitor.report()
+    assert report.history.steps == 6
+    assert "MONITOR_ERROR" not in report.codes() and not any(
+        a.code == "MONITOR_ERROR" for a in alerts)
+    assert model.head.grad is None          # the Monitor took the None as no gradient
+    assert not model.head._backward_hooks   # and left no hook behind
+
+
+def test_a_minigrad_backward_returning_none_runs_under_the_monitor():
+    from minigrad.function import Function
+
+    class ProjectNoWeightGradient(Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(w)
+            return x @ w.T
+
+        @staticmethod
+        def backward(ctx, grad):
+            (w,) = ctx.saved_tensors
+            return grad @ w, None
+
+    nn = minigrad.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Linear(FEATURES, 32)
+            self.head = nn.Parameter(minigrad.tensor(
+                np.random.default_rng(0).standard_normal((4, 32)).astype(np.float32) * 0.1))
+
+        def forward(self, x):
+            return ProjectNoWeightGradient.apply(minigrad.functional.relu(self.body(x)),
+                                                 self.head)
+
+    model = Net()
+    optimizer = minigrad.optim.Adam(model.parameters(), lr=1e-3)
+    report = _loop(Framework("minigrad", minigrad), model, optimizer, steps=6).report()
+    assert report.history.steps == 6 and "MONITOR_ERROR" not in report.codes()
+
+
+def test_a_gradient_hook_that_raises_is_quoted_not_raised(fw, monkeypatch):
+    def broken(self, sample, param, grad):
+        raise AttributeError("'NoneType' object has no attribute 'requires_grad'")
+    monkeypatch.setattr(GradientsProbe, "_receive", broken)
+    fw.seed(0)
+    model = mlp(fw, [FEATURES, 16, 4])
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.1)
+    alerts = []
+    monitor = _loop(fw, model, optimizer, steps=5, monitor_options={"on_finding": alerts.append})
+    errors = [a for a in alerts if a.code == "MONITOR_ERROR"]
+    assert len(errors) == 1 and "GradientsProbe (hook)" in errors[0].message
+    assert "requires_grad" in errors[0].message
+    assert not any(isinstance(p, GradientsProbe) for p in monitor._probes)
+    assert monitor.report().history.steps == 5     # the rest of the Monitor went on
+    assert not model[0].weight._hooks if fw.name == "minigrad" else not (
+        model[0].weight._backward_hooks)
+
+
+def test_a_forward_hook_that_raises_is_quoted_not_raised(fw, monkeypatch):
+    from diagnostics.monitor.probes.activations import ActivationsProbe
+
+    def broken(self, *args):
+        raise RuntimeError("a layer output of an unexpected kind")
+    monkeypatch.setattr(ActivationsProbe, "_hook", lambda self, layer: broken.__get__(self))
+    fw.seed(0)
+    model = mlp(fw, [FEATURES, 16, 4])
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.1)
+    monitor = _loop(fw, model, optimizer, steps=4)
+    errors = [f for f in monitor.report().findings if f.code == "MONITOR_ERROR"]
+    assert len(errors) == 1
+    assert "ActivationsProbe (hook)" in errors[0].message

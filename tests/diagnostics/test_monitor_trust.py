@@ -138,3 +138,41 @@ def test_a_forward_hook_that_raises_is_quoted_not_raised(fw, monkeypatch):
     errors = [f for f in monitor.report().findings if f.code == "MONITOR_ERROR"]
     assert len(errors) == 1
     assert "ActivationsProbe (hook)" in errors[0].message
+
+
+# ------------------------------------------------------------ a model without parameters
+def test_a_model_without_parameters_is_refused_naming_the_argument(fw):
+    model = fw.nn.Sequential(fw.nn.ReLU(), fw.nn.Flatten())
+    with pytest.raises(DiagnosticsError, match=r"^model: .*parameters.*Sequential that has none"):
+        Monitor(model)
+
+
+def test_a_model_with_frozen_parameters_only_is_still_watched(fw):
+    model = mlp(fw, [FEATURES, 4])
+    for param in model.parameters():
+        param.requires_grad_(False)
+    with Monitor(model) as monitor:
+        model(fw.inputs(np.zeros((2, FEATURES))))
+        monitor.step(0.0)
+    assert monitor.report().history.steps == 1
+
+
+# -------------------------------------------------------- a finding about no one place
+def test_a_model_wide_finding_reads_without_none(fw):
+    """PARAMS_NOT_UPDATING for every parameter has no one place (location None): the line
+    an on_finding callback prints, and its place in words, say so without "None"."""
+    fw.seed(0)
+    model, other = mlp(fw, [FEATURES, 16, 4]), mlp(fw, [FEATURES, 16, 4])
+    optimizer = fw.optim.SGD(other.parameters(), lr=0.1)
+    lines, (x, y) = [], teacher_data(0)
+    with Monitor(model, optimizer, every=1,
+                 on_finding=lambda f: lines.append((str(f), f"{f.code} {f.where}"))) as monitor:
+        for xb, yb in batches(x, y, steps=12):
+            model.zero_grad()
+            loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb))
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+    found = [line for line in lines if "PARAMS_NOT_UPDATING" in line[0]]
+    assert found and found[0][1] == "PARAMS_NOT_UPDATING model-wide"
+    assert all("None" not in text for pair in lines for text in pair)

@@ -177,3 +177,63 @@ def test_a_model_wide_finding_reads_without_none(fw):
     found = [line for line in lines if "PARAMS_NOT_UPDATING" in line[0]]
     assert found and found[0][1] == "PARAMS_NOT_UPDATING model-wide"
     assert all("None" not in text for pair in lines for text in pair)
+
+
+# --------------------------------------------------------- frames the model divides by 255
+def _frames(seed, n=256):
+    """0..255 "frames" of FEATURES pixels and learnable labels (from the scaled pixels)."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 256, (n, FEATURES)).astype(np.float32)
+    y = ((x / 255.0 - 0.5) @ rng.standard_normal((FEATURES, 4))).argmax(axis=1)
+    return x, y
+
+
+def _scaling_net(fw, how):
+    nn = fw.nn
+
+    class Standardize(nn.Module):            # a Normalize-like first module, no parameters
+        def forward(self, x):
+            return (x / 255.0 - 0.5) / 0.25
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.prep = Standardize()
+            self.fc1 = nn.Linear(FEATURES, 32)
+            self.act = nn.ReLU()
+            self.fc2 = nn.Linear(32, 4)
+
+        def forward(self, x):
+            if how == "divide":
+                x = x / 255.0
+            elif how == "module":
+                x = self.prep(x)
+            return self.fc2(self.act(self.fc1(x)))
+    return Net()
+
+
+def _frames_report(fw, how):
+    fw.seed(0)
+    model = _scaling_net(fw, how)
+    optimizer = fw.optim.SGD(model.parameters(), lr=0.05)
+    x, y = _frames(0)
+    with Monitor(model, optimizer, every=1) as monitor:
+        for xb, yb in batches(x, y, steps=8):
+            optimizer.zero_grad()
+            loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb))
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+    return monitor.report()
+
+
+@pytest.mark.parametrize("how", ["divide", "module"])
+def test_frames_the_model_scales_itself_are_not_unnormalized(fw, how):
+    assert "UNNORMALIZED_INPUT" not in _frames_report(fw, how).codes()
+
+
+def test_raw_frames_into_the_first_linear_are_still_unnormalized(fw):
+    report = _frames_report(fw, "raw")
+    finding = next(f for f in report.findings if f.code == "UNNORMALIZED_INPUT")
+    assert finding.evidence["layer"] == "fc1" and "layer fc1" in finding.message
+    assert finding.evidence["max"] > 200

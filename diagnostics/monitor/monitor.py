@@ -58,7 +58,9 @@ class Monitor:
 
     Mixed precision: pass the ``scaler`` (a ``torch.amp.GradScaler``) and call ``step`` after
     ``scaler.update()``: gradients are then judged divided by the loss scale, as the
-    optimizer applies them, and the scaler's skipped steps are counted. Without it, fp16
+    optimizer applies them, and the scaler's skipped steps are counted. A GradScaler not
+    passed is found at its ``scale(loss)`` (``probes/mixed_precision.py``): the gradients are
+    then judged divided by its scale too. Without any, fp16
     autocast is recognised, non-finite gradients count as skipped steps and gradient norms,
     scaled by an unknown factor, are judged only by their growth. With the scaler, the Monitor
     wraps ``torch.nn.utils.clip_grad_norm_`` and ``clip_grad_value_`` while it is open, to see

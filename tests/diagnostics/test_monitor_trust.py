@@ -237,3 +237,60 @@ def test_raw_frames_into_the_first_linear_are_still_unnormalized(fw):
     finding = next(f for f in report.findings if f.code == "UNNORMALIZED_INPUT")
     assert finding.evidence["layer"] == "fc1" and "layer fc1" in finding.message
     assert finding.evidence["max"] > 200
+
+
+# ------------------------------------------------------ a GradScaler not passed to the Monitor
+def _scaled_run(*, inputs_scale=1.0, autocast=False, seeds=(0, 1, 2), steps=12):
+    reports = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        model = mlp(Framework("torch", torch), [FEATURES, 32, 4])
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        scaler = torch.amp.GradScaler("cpu")          # scale 65536, as on a GPU
+        x, y = teacher_data(seed)
+        with Monitor(model, optimizer, every=1) as monitor:
+            for xb, yb in batches(x, y, steps=steps, seed=seed):
+                optimizer.zero_grad()
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                    loss = torch.nn.functional.cross_entropy(
+                        model(torch.tensor(xb * inputs_scale)), torch.tensor(yb))
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+                monitor.step(loss)
+        reports.append((monitor, monitor.report()))
+    return reports
+
+
+@pytest.mark.parametrize("autocast", [False, True], ids=["float32", "bf16-autocast"])
+def test_gradients_of_an_unnamed_grad_scaler_are_judged_unscaled(autocast):
+    original = torch.amp.GradScaler.__dict__["scale"]
+    for monitor, report in _scaled_run(autocast=autocast):
+        assert "EXPLODING_GRADIENTS" not in report.codes()
+        assert "MONITOR_ERROR" not in report.codes()
+        assert np.nanmax(monitor.history.column("gradient_norm")) < 100   # not 65536x
+        assert report.mixed_precision["scaler_found"] is True
+    assert torch.amp.GradScaler.__dict__["scale"] is original      # the patch came off
+
+
+def test_a_real_explosion_under_an_unnamed_grad_scaler_is_still_caught():
+    for monitor, report in _scaled_run(inputs_scale=1e5, seeds=(0, 1)):
+        finding = next(f for f in report.findings if f.code == "EXPLODING_GRADIENTS")
+        assert finding.evidence["gradient_norm"] > 1e4
+
+
+def test_a_grad_scaler_of_another_model_is_not_taken_for_this_ones():
+    torch.manual_seed(0)
+    model, other = (mlp(Framework("torch", torch), [FEATURES, 16, 4]) for _ in range(2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu")
+    x = torch.randn(32, FEATURES)
+    with Monitor(model, optimizer, every=1) as monitor:
+        for _ in range(3):
+            optimizer.zero_grad()
+            scaler.scale(other(x).pow(2).mean())       # another model's loss, scaled
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+    assert monitor._ctx.scaler is None and not monitor.report().mixed_precision

@@ -294,3 +294,83 @@ def test_a_grad_scaler_of_another_model_is_not_taken_for_this_ones():
             optimizer.step()
             monitor.step(loss)
     assert monitor._ctx.scaler is None and not monitor.report().mixed_precision
+
+
+# ------------------------------------------------------------ a zero-initialised LoRA B
+def _lora_net(fw, *, rank=4, width=32):
+    """A frozen base Linear with a LoRA adapter: A (rank x in, kaiming), B (out x rank, 0)."""
+    nn = fw.nn
+
+    class LoRALinear(nn.Module):
+        def __init__(self, fan_in, fan_out):
+            super().__init__()
+            self.base = nn.Linear(fan_in, fan_out)
+            for param in self.base.parameters():
+                param.requires_grad_(False)
+            self.lora_A = nn.Linear(fan_in, rank, bias=False)     # kaiming-uniform
+            self.lora_B = nn.Linear(rank, fan_out, bias=False)
+            self.lora_B.weight.data[...] = 0                      # the usual LoRA init
+
+        def forward(self, x):
+            return self.base(x) + self.lora_B(self.lora_A(x))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = LoRALinear(FEATURES, width)
+            self.act = nn.ReLU()
+            self.fc2 = LoRALinear(width, 4)
+
+        def forward(self, x):
+            return self.fc2(self.act(self.fc1(x)))
+    return Net()
+
+
+@pytest.mark.parametrize("lr", [1e-2, 1e-5])
+def test_a_zero_initialised_lora_b_is_not_vanishing_gradients(fw, lr):
+    for seed in (0, 1, 2):
+        fw.seed(seed)
+        model = _lora_net(fw)
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        optimizer = fw.optim.Adam(trainable, lr=lr)
+        x, y = teacher_data(seed)
+        with Monitor(model, optimizer, every=1) as monitor:
+            losses = []
+            for xb, yb in batches(x, y, steps=30, seed=seed):
+                optimizer.zero_grad()
+                loss = fw.F.cross_entropy(model(fw.inputs(xb)), fw.labels(yb))
+                loss.backward()
+                optimizer.step()
+                monitor.step(loss)
+                losses.append(float(loss.item()))
+        report = monitor.report()
+        assert "VANISHING_GRADIENTS" not in report.codes()
+        assert not [f for f in report.resolved if f.code == "VANISHING_GRADIENTS"]
+        if lr == 1e-2:
+            assert np.mean(losses[-5:]) < np.mean(losses[:5])          # it trains
+
+
+@pytest.mark.parametrize("zero_head", [False, True], ids=["plain", "zero-initialised-head"])
+def test_a_deep_sigmoid_stack_still_vanishes_also_behind_a_zero_initialised_head(fw, zero_head):
+    """A zero head explains nothing once it has moved: the gradient, scaled to the head at a
+    usual size, is still starved at the first layer."""
+    for seed in (0, 1):
+        fw.seed(seed)
+        layers = []
+        for _ in range(12):
+            layers += [fw.nn.Linear(32, 32), fw.nn.Sigmoid()]
+        model = fw.nn.Sequential(*layers, fw.nn.Linear(32, 4))
+        if zero_head:
+            model[-1].weight.data[...] = 0
+        optimizer = fw.optim.Adam(model.parameters(), lr=1e-3)
+        rng = np.random.default_rng(seed)
+        x, y = rng.standard_normal((64, 32)), rng.integers(0, 4, 64)
+        with Monitor(model, optimizer, every=1) as monitor:
+            for _ in range(10):
+                optimizer.zero_grad()
+                loss = fw.F.cross_entropy(model(fw.inputs(x)), fw.labels(y))
+                loss.backward()
+                optimizer.step()
+                monitor.step(loss)
+        found = [f for f in monitor.report().findings if f.code == "VANISHING_GRADIENTS"]
+        assert len(found) == 1 and found[0].location == "0"

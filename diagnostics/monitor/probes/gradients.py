@@ -5,8 +5,8 @@ With a GradScaler (``Monitor(scaler=...)``) the gradients that backward brings a
 their statistics are taken divided by the scale that backward used, as ``unscale_`` will
 divide them, so they are the gradients the optimizer applies.
 
-A parameter that multiplies (not a bias) and is all zeros when the Monitor starts, as LoRA's
-``B``, a zero-initialised head or ResNet's zero-init residual scale, makes the gradient of what
+A parameter that multiplies (not a bias) and is all zeros at the first sampled backward (LoRA's
+``B``, a zero-initialised head, ResNet's zero-init residual scale) makes the gradient of what
 it multiplies zero, then in proportion to its size while it grows: its size at each sampled
 backward (relative to a usual init: RMS times sqrt(fan-in) for a matrix) tells the
 gradient-flow check why a layer before it gets so little."""
@@ -36,7 +36,7 @@ class GradientsProbe(Probe):
                         for p in layout.trainable}
         self._queued = []         # (records, name, count) waiting for the transfer
         self._results = []        # their statistics, three each, in the same order
-        self._zero_started = _zero_started(ctx)   # name -> (param, its natural-scale factor)
+        self._zero_started = None  # name -> (param, its natural-scale factor), once known
         self.cofactors = {}       # name -> {step: its size, relative to a usual init's}
 
     def attach(self):
@@ -104,6 +104,9 @@ class GradientsProbe(Probe):
     def _measure_cofactors(self, sample):
         """The size of each zero-started parameter as this backward uses it (no optimizer has
         stepped yet): the gradient of what it multiplies is in proportion to it."""
+        if self._zero_started is None:
+            self._find_zero_started(sample)
+            return
         if not self._zero_started:
             return
         names = list(self._zero_started)
@@ -118,6 +121,24 @@ class GradientsProbe(Probe):
                 if len(self.cofactors[name]) > 4 * self.ctx.window:
                     self.cofactors[name].pop(next(iter(self.cofactors[name])))
         self.ctx.collector.add(squares, receive)
+
+    def _find_zero_started(self, sample):
+        """At the first sampled backward: the trainable parameters that are not biases and are
+        all zeros, read with that sample's transfer (``factor`` turns an RMS into a size
+        relative to a usual init: 1 for a gain or a scalar gate, sqrt(fan-in) for a matrix)."""
+        params = [p for p in self.ctx.layout.trainable
+                  if p.name.rpartition(".")[2] != "bias" and p.numel > 0]
+        self._zero_started = {}
+        largest = [self.ctx.kernels.gradient_statistics(p.tensor)[2] for p in params]
+
+        def receive(parts):
+            for param, value in zip(params, parts):
+                if value == 0:
+                    factor = math.sqrt(math.prod(param.shape[1:])) if param.is_weight else 1.0
+                    self._zero_started[param.name] = (param, factor)
+                    self.cofactors[param.name] = {sample.step: 0.0}
+        if params:
+            self.ctx.collector.add(largest, receive)
 
     def _inverse_scale(self, sample):
         """1 / the GradScaler's scale now, during backward (what ``scale(loss)`` multiplied
@@ -193,16 +214,3 @@ class GradientsProbe(Probe):
         self._arrived, self._stale_open = set(), set()
         self._queued, self._results = [], []
 
-
-def _zero_started(ctx):
-    """``{name: (param, factor)}`` of the trainable parameters that are not biases and are all
-    zeros now, ``factor`` turning the RMS into a size relative to a usual init (1 for a gain
-    or a scalar gate, sqrt(fan-in) for a matrix or kernel)."""
-    params = [p for p in ctx.layout.trainable
-              if p.name.rpartition(".")[2] != "bias" and p.numel > 0]
-    if not params:
-        return {}
-    kernels = ctx.kernels
-    largest = kernels.gather([kernels.gradient_statistics(p.tensor)[2] for p in params])
-    return {p.name: (p, math.sqrt(math.prod(p.shape[1:])) if p.is_weight else 1.0)
-            for p, value in zip(params, largest) if value == 0}

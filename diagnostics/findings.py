@@ -107,6 +107,15 @@ class Finding:
                             "location": self.location, "message": self.message,
                             "suggestion": self.suggestion, "evidence": self.evidence, **steps})
 
+    @property
+    def where(self):
+        """The location in words, for a line of your own (``f"{f.code} {f.where}"``): the
+        module, parameter, ``loss`` or ``data``; ``the model`` for its root module (``""``);
+        ``model-wide`` for a finding about no one place (``location`` None)."""
+        if self.location is None:
+            return "model-wide"
+        return self.location or "the model"
+
     def __str__(self):
         where = f" at {self.location}" if self.location else ""
         text = f"[{self.severity}] {self.code}{where}: {self.message}"

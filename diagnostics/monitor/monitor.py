@@ -51,14 +51,16 @@ class Monitor:
     was first and last seen; once its check has run at three later steps without finding it
     again, it is resolved (``resolved_at``): kept in ``resolved``, out of ``findings`` and of
     the verdict. ``on_finding(finding)`` is called once per new finding (and again if its
-    severity rises), ``on_resolved(finding)`` once per resolved one; ``sinks`` receive one row
+    severity rises; ``print`` gives its line, ``finding.where`` its place in words), ``on_resolved(finding)`` once per resolved one; ``sinks`` receive one row
     per sampled step, and those with a ``write_finding`` method both transitions. ``output``
     says which entry of a dict, tuple or dataclass output is the logits (a key, a position or a
     callable), as in the tools; by default the rule of ``diagnostics.outputs`` decides.
 
     Mixed precision: pass the ``scaler`` (a ``torch.amp.GradScaler``) and call ``step`` after
     ``scaler.update()``: gradients are then judged divided by the loss scale, as the
-    optimizer applies them, and the scaler's skipped steps are counted. Without it, fp16
+    optimizer applies them, and the scaler's skipped steps are counted. A GradScaler not
+    passed is found at its ``scale(loss)`` (``probes/mixed_precision.py``): the gradients are
+    then judged divided by its scale too. Without any, fp16
     autocast is recognised, non-finite gradients count as skipped steps and gradient norms,
     scaled by an unknown factor, are judged only by their growth. With the scaler, the Monitor
     wraps ``torch.nn.utils.clip_grad_norm_`` and ``clip_grad_value_`` while it is open, to see
@@ -89,6 +91,9 @@ class Monitor:
         buffers_broadcast = broadcasts_buffers(model)
         model = unwrap(model)
         backend = get_backend(model)
+        require(any(True for _ in backend.named_parameters()), "model",
+                "a model with parameters (a Monitor watches how they learn)",
+                f"a {type(model).__name__} that has none")
         check_selector(output)
         every = check_int(every, "every", minimum=1)
         window = check_int(window, "window", minimum=2)
@@ -113,13 +118,16 @@ class Monitor:
         kernels = kernels_for(backend)
         self._kernels, self._layout = kernels, layout
         self._collector = Collector(kernels)
-        self._ctx = Context(backend=backend, kernels=kernels, layout=layout,
+        self._owner = None           # the probe whose code runs now: owns the hooks it adds
+        self._hook_failures = []     # (owner, error) of hooks that raised, settled at step()
+        self._silenced = set()       # ids of owners whose hooks raised: their hooks do nothing
+        self._ctx = Context(backend=_GuardedHooks(backend, self), kernels=kernels, layout=layout,
                             collector=self._collector, history=None,
                             thresholds=self.thresholds, window=window, optimizer=optimizer,
                             scaler=scaler, per_step_gradients=per_step_gradients,
                             output=output)
         group = process_group()
-        self._probes = [probe(self._ctx) for probe in PROBES + ((RanksProbe,) if group else ())]
+        self._probes = [self._made(probe) for probe in PROBES + ((RanksProbe,) if group else ())]
         self._ranks = None
         self._ranks_probe = self._probes[-1] if group else None
         if group:   # a collective: every rank builds its Monitor
@@ -161,6 +169,7 @@ class Monitor:
         """Record the end of an iteration: call it once per iteration, after
         ``optimizer.step()``, with the loss (a one-element tensor or a number)."""
         require(not self._closed, "Monitor.step", "an open Monitor", "one that was closed")
+        self._settle_hook_failures()
         try:
             urgent = any(self._each("on_step", loss))
             if self._ctx.sample is not None:
@@ -179,6 +188,7 @@ class Monitor:
 
     def report(self):
         """A ``MonitorReport``: findings, per-layer and per-parameter statistics, history."""
+        self._settle_hook_failures()
         self._gather()
         view = self._view()
         self._run_checks(view)
@@ -339,7 +349,9 @@ class Monitor:
         """``probe.method(*args)`` for every probe that overrides it, in order: their results
         (None for a probe that raised, see ``_guarded``)."""
         results = []
+        outer = self._owner
         for probe, call in self._phases[method]:
+            self._owner = probe
             try:
                 results.append(call(*args))
             except DiagnosticsError:   # a bad argument of the user's (a loss that is no loss)
@@ -347,12 +359,15 @@ class Monitor:
             except Exception as error:
                 self._probe_failed(probe, method, error)
                 results.append(None)
+            finally:
+                self._owner = outer
         return results
 
     def _guarded(self, probe, call, method, *args):
         """``call(*args)``, ``call`` being ``probe.method``; if it raises, the probe is turned
         off for the rest of the run (its hooks removed) and a MONITOR_ERROR quotes the
         exception: a bug of the Monitor on an unusual model must never stop the training."""
+        outer, self._owner = self._owner, probe
         try:
             return call(*args)
         except DiagnosticsError:
@@ -360,6 +375,47 @@ class Monitor:
         except Exception as error:
             self._probe_failed(probe, method, error)
             return None
+        finally:
+            self._owner = outer
+
+    def _made(self, probe_class):
+        """A probe built on the shared context (the hooks its ``__init__`` adds are its own)."""
+        self._owner = probe_class
+        try:
+            return probe_class(self._ctx)
+        finally:
+            self._owner = None
+
+    def _shielded(self, hook):
+        """``hook`` as the framework will call it: inside the user's forward or backward, so
+        an exception never leaves it. It turns the hook off (and its probe's others) and waits
+        for the next ``step`` or ``report``, where its probe is turned off and quoted
+        (MONITOR_ERROR): removing hooks while the framework runs them is not safe."""
+        owner = self._owner
+
+        def shielded(*args, **kwargs):
+            if id(owner) in self._silenced:
+                return None
+            outer, self._owner = self._owner, owner
+            try:
+                return hook(*args, **kwargs)
+            except Exception as error:   # noqa: BLE001 - quoted at the next step
+                if owner is not None:
+                    self._silenced.add(id(owner))
+                self._hook_failures.append((owner, error))
+                return None
+            finally:
+                self._owner = outer
+        return shielded
+
+    def _settle_hook_failures(self):
+        failures, self._hook_failures = self._hook_failures, []
+        for owner, error in failures:
+            probe = next((p for p in self._probes if p is owner or type(p) is owner), None)
+            if probe is not None:
+                self._probe_failed(probe, "hook", error)
+            elif owner is None:     # a hook of no probe: quoted, nothing to turn off
+                self._record_error("a hook", error)
 
     def _probe_failed(self, probe, method, error):
         self._disable_probe(probe)
@@ -407,6 +463,33 @@ class Monitor:
 # the probe methods the Monitor calls (``probes.base.Probe``)
 _PHASES = ("attach", "begin", "on_forward", "on_step", "on_sampled_step", "contribute",
            "finish", "view_fields", "fill_row", "report_fields")
+
+
+class _GuardedHooks:
+    """The framework backend as the probes see it: every hook a probe adds through it runs
+    shielded (``Monitor._shielded``), and a tensor hook is not called for a gradient of None
+    (torch calls it so when a custom ``autograd.Function``'s backward returns None for an
+    input that requires grad: no gradient arrived there, as minigrad never calls it)."""
+
+    def __init__(self, backend, monitor):
+        self._backend, self._monitor = backend, monitor
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def add_tensor_hook(self, tensor, hook):
+        shielded = self._monitor._shielded(hook)
+
+        def on_gradient(grad):
+            return None if grad is None else shielded(grad)
+        return self._backend.add_tensor_hook(tensor, on_gradient)
+
+    def add_forward_hook(self, module, hook):
+        return self._backend.add_forward_hook(module, self._monitor._shielded(hook))
+
+    def add_forward_pre_hook(self, module, hook, *, with_kwargs=False):
+        return self._backend.add_forward_pre_hook(module, self._monitor._shielded(hook),
+                                                  with_kwargs=with_kwargs)
 
 
 def _require_scaler(scaler, backend):

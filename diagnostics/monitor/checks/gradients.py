@@ -1,5 +1,6 @@
 """Gradient health: vanishing and exploding flow, stale (never zeroed) and missing gradients."""
 import itertools
+import statistics
 
 import numpy as np
 
@@ -23,6 +24,8 @@ def vanishing_gradients(view):
         return []
     limit = view.thresholds.vanishing_ratio * top
     starved = list(itertools.takewhile(lambda item: item[1] < limit, flow))
+    starved = [(w, rms) for w, rms in starved
+               if _blocking_cofactor(view, w, rms / top) is None]
     if not starved:
         return []
     first, rms = starved[0]   # flow is in the model's own order: the earliest starved layer
@@ -37,6 +40,27 @@ def vanishing_gradients(view):
         {"ratio": rms / top, "reference_layer": display_name(reference.module_name),
          "starved_layers": [display_name(w.module_name) for w, _ in starved],
          "gradient_rms": {display_name(w.module_name): value for w, value in flow}})]
+
+
+def _blocking_cofactor(view, weight, ratio):
+    """A parameter after ``weight`` in model order that started at zero (LoRA's ``B``, a
+    zero-initialised head or gain) and is still small enough to explain ``ratio``: what it
+    multiplies gets a gradient in proportion to its size, so ``weight``'s gradient, scaled to
+    that factor at a usual size, would not be starved. Its name, or None."""
+    sizes = view.signals.get("zero_started") or {}
+    if not sizes:
+        return None
+    order = [p.name for p in view.layout.params]
+    after = order.index(weight.name) if weight.name in order else len(order)
+    steps = [s.step for s in view.recent]
+    for name in order[after + 1:]:
+        seen = [sizes[name][step] for step in steps if step in sizes.get(name, {})]
+        if not seen:
+            continue
+        size = statistics.median(seen)
+        if size == 0 or ratio / size >= view.thresholds.vanishing_ratio:
+            return name
+    return None
 
 
 def exploding_gradients(view):

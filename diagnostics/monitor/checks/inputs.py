@@ -1,4 +1,7 @@
-"""The model's input: scale far from zero mean and unit variance, NaN or inf."""
+"""The model's input: scale far from zero mean and unit variance, NaN or inf.
+
+The scale is judged as the first layer with weights sees it (``probes/inputs.py``): frames a
+model divides by 255 itself are normalised data."""
 import statistics
 
 from ...findings import Finding
@@ -13,16 +16,19 @@ def unnormalized_input(view):
     if thresholds.input_rms_low <= rms <= thresholds.input_rms_high or rms == 0:
         return []
     last = records[-1]
+    layer = view.signals.get("input_layer")
+    seen = ("the model's input" if layer is None
+            else f"the input of layer {layer or '(model)'}, the first with weights,")
     return [Finding(
         "UNNORMALIZED_INPUT", "warning", "data",
-        f"the model's input has mean {last.mean:.4g}, std {last.std:.4g} and range "
+        f"{seen} has mean {last.mean:.4g}, std {last.std:.4g} and range "
         f"[{last.minimum:.4g}, {last.maximum:.4g}] (root mean square {rms:.4g}): far from zero "
         f"mean and unit variance",
         f"standardize the inputs with the training set's statistics: x = (x - {last.mean:.4g}) "
         f"/ {last.std:.4g} (per feature or per channel); for images, divide by 255 then "
         f"normalize",
         {"mean": last.mean, "std": last.std, "min": last.minimum, "max": last.maximum,
-         "rms": rms})]
+         "rms": rms, "layer": layer})]
 
 
 def data_nonfinite(view):

@@ -3,7 +3,15 @@ then, the norm over all parameters, and which weight rows get no gradient at all
 
 With a GradScaler (``Monitor(scaler=...)``) the gradients that backward brings are scaled:
 their statistics are taken divided by the scale that backward used, as ``unscale_`` will
-divide them, so they are the gradients the optimizer applies."""
+divide them, so they are the gradients the optimizer applies.
+
+A parameter that multiplies (not a bias) and is all zeros at the first sampled backward (LoRA's
+``B``, a zero-initialised head, ResNet's zero-init residual scale) makes the gradient of what
+it multiplies zero, then in proportion to its size while it grows: its size at each sampled
+backward (relative to a usual init: RMS times sqrt(fan-in) for a matrix) tells the
+gradient-flow check why a layer before it gets so little."""
+import math
+
 import numpy as np
 
 from ..history import Series, gradient_columns
@@ -28,6 +36,8 @@ class GradientsProbe(Probe):
                         for p in layout.trainable}
         self._queued = []         # (records, name, count) waiting for the transfer
         self._results = []        # their statistics, three each, in the same order
+        self._zero_started = None  # name -> (param, its natural-scale factor), once known
+        self.cofactors = {}       # name -> {step: its size, relative to a usual init's}
 
     def attach(self):
         backend = self.ctx.backend
@@ -45,8 +55,10 @@ class GradientsProbe(Probe):
             if sample is None:
                 return None
             if param.name not in self._arrived:
-                if not self._arrived and self.ctx.scaler is not None:
-                    self._unscale = self._inverse_scale(sample)
+                if not self._arrived:
+                    if self.ctx.scaler is not None:
+                        self._unscale = self._inverse_scale(sample)
+                    self._measure_cofactors(sample)
                 self._arrived.add(param.name)
                 self._receive(sample, param, grad)
             elif param.tensor.grad is None:    # emptied by zero_grad since its first gradient
@@ -88,6 +100,45 @@ class GradientsProbe(Probe):
             if parts[0] == 0:
                 sample.stale_cleared.add(name)
         self.ctx.collector.add([largest], receive)
+
+    def _measure_cofactors(self, sample):
+        """The size of each zero-started parameter as this backward uses it (no optimizer has
+        stepped yet): the gradient of what it multiplies is in proportion to it."""
+        if self._zero_started is None:
+            self._find_zero_started(sample)
+            return
+        if not self._zero_started:
+            return
+        names = list(self._zero_started)
+        squares = [self.ctx.kernels.gradient_statistics(self._zero_started[n][0].tensor)[0]
+                   for n in names]
+
+        def receive(parts):
+            for name, total in zip(names, parts):
+                param, factor = self._zero_started[name]
+                size = math.sqrt(max(total, 0.0) / max(param.numel, 1)) * factor
+                self.cofactors.setdefault(name, {})[sample.step] = size
+                if len(self.cofactors[name]) > 4 * self.ctx.window:
+                    self.cofactors[name].pop(next(iter(self.cofactors[name])))
+        self.ctx.collector.add(squares, receive)
+
+    def _find_zero_started(self, sample):
+        """At the first sampled backward: the trainable parameters that are not biases and are
+        all zeros, read with that sample's transfer (``factor`` turns an RMS into a size
+        relative to a usual init: 1 for a gain or a scalar gate, sqrt(fan-in) for a matrix)."""
+        params = [p for p in self.ctx.layout.trainable
+                  if p.name.rpartition(".")[2] != "bias" and p.numel > 0]
+        self._zero_started = {}
+        largest = [self.ctx.kernels.gradient_statistics(p.tensor)[2] for p in params]
+
+        def receive(parts):
+            for param, value in zip(params, parts):
+                if value == 0:
+                    factor = math.sqrt(math.prod(param.shape[1:])) if param.is_weight else 1.0
+                    self._zero_started[param.name] = (param, factor)
+                    self.cofactors[param.name] = {sample.step: 0.0}
+        if params:
+            self.ctx.collector.add(largest, receive)
 
     def _inverse_scale(self, sample):
         """1 / the GradScaler's scale now, during backward (what ``scale(loss)`` multiplied
@@ -149,7 +200,8 @@ class GradientsProbe(Probe):
             self.rows.add_magnitude(name, magnitude, sample.batch or 0)
 
     def view_fields(self):
-        return {"gradient_norms": self.norms.values, "gradient_rows": self.rows}
+        return {"gradient_norms": self.norms.values, "gradient_rows": self.rows,
+                "signals": {"zero_started": self.cofactors}}
 
     def fill_row(self, row, sample, view):
         row["gradient_norm"] = sample.gradient_norm
@@ -161,3 +213,4 @@ class GradientsProbe(Probe):
     def close(self):
         self._arrived, self._stale_open = set(), set()
         self._queued, self._results = [], []
+

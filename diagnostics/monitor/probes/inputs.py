@@ -1,6 +1,14 @@
 """The model's input on sampled iterations: its statistics and the batch size.
 
-The input is the first tensor among the positional arguments. A model called with keywords
+The statistics are those of the input as the first layer with weights sees it: the first
+tensor passed to the first module with parameters of its own that runs in the model call
+(normalisation layers left aside: they standardise what they get). A model that divides its
+0..255 frames by 255, or standardises them, before its first layer is fed normalised data;
+raw pixels into a Linear or Conv are not. Without such a module, and for a compiled model
+(whose inner modules the Monitor never hooks: ``monitor/compiled.py``), the model's input is
+measured.
+
+The model's input (for the batch size) is the first tensor among the positional arguments. A model called with keywords
 only (``model(**batch)``) has its input under a conventional name: the first of ``INPUT_NAMES``
 present (Hugging Face's ``input_ids``, ``pixel_values``, ...), else the first floating tensor
 among the keywords, else the first tensor (a mask or the labels tell nothing about the data).
@@ -8,6 +16,7 @@ Token ids give the batch size but no statistics (they are not floating).
 """
 import math
 
+from ..compiled import module_underneath
 from ..records import ActivationRecord
 from .base import Probe, floating
 
@@ -32,8 +41,21 @@ def input_tensor(backend, args, kwargs):
 
 class InputsProbe(Probe):
 
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        compiled = module_underneath(ctx.backend.model) is not None   # no hook inside it
+        self._layers = [] if compiled else _weighing_layers(ctx.backend.named_modules(),
+                                                            ctx.layout.params)
+        self._awaiting = False    # a sampled model call whose first layer has not run yet
+        self.layer = None         # the name of the layer whose input was measured last
+
+    def attach(self):
+        add = self.ctx.backend.add_forward_pre_hook
+        return [add(module, self._layer_hook(name)) for name, module in self._layers]
+
     def on_forward(self, args, kwargs, grad_enabled):
         sample = self.ctx.sample
+        self._awaiting = False
         if sample is None or not grad_enabled:
             return
         tensor = input_tensor(self.ctx.backend, args, kwargs)
@@ -41,7 +63,25 @@ class InputsProbe(Probe):
             return
         if sample.batch is None:
             sample.batch = int(tensor.shape[0]) if len(tensor.shape) else 1
+        if self._layers:
+            self._awaiting = True
+        else:
+            self._measure(sample, tensor)
 
+    def _layer_hook(self, name):
+        def hook(module, args):
+            sample = self.ctx.sample
+            if not self._awaiting or sample is None:
+                return None
+            self._awaiting = False
+            tensor = self.ctx.first_tensor(args)
+            if tensor is not None:
+                self.layer = name
+                self._measure(sample, tensor)
+            return None
+        return hook
+
+    def _measure(self, sample, tensor):
         stats = self.ctx.kernels.input_statistics(tensor)
         if stats is None:
             return
@@ -52,8 +92,27 @@ class InputsProbe(Probe):
             sample.inputs = record if sample.inputs is None else sample.inputs.merge(record)
         self.ctx.collector.add(stats, receive)
 
+    def view_fields(self):
+        return {"signals": {"input_layer": self.layer}}
+
     def fill_row(self, row, sample, view):
         inputs = sample.inputs
         if inputs is not None:
             row.update({"input/mean": inputs.mean, "input/std": inputs.std,
                         "input/min": inputs.minimum, "input/max": inputs.maximum})
+
+
+def _weighing_layers(modules, params):
+    """``(name, module)`` of the modules with parameters of their own, normalisation layers
+    left aside; the model's root only when no module below it has any."""
+    owners = {p.module_name for p in params}
+    found = [(name, module) for name, module in modules
+             if name in owners and not _normalises(module)]
+    below = [(name, module) for name, module in found if name != ""]
+    return below or found
+
+
+def _normalises(module):
+    """A BatchNorm, LayerNorm, GroupNorm, RMSNorm...: it standardises its own input."""
+    return any(cls.__name__.endswith("Norm") or cls.__name__.startswith(("BatchNorm", "_Norm"))
+               for cls in type(module).__mro__)

@@ -7,8 +7,18 @@ scale are normal. With the scaler (``Monitor(scaler=...)``) the scale is read af
 (``step`` after ``scaler.update()``): a step whose scale fell was skipped. Without it, fp16
 autocast seen in a sampled forward marks that iteration's gradients as scaled by an unknown
 factor, and a sampled step whose gradients hold inf or NaN counts as skipped.
+
+A GradScaler the Monitor was not given is found where it acts: while a torch Monitor without
+``scaler=`` is open, ``torch.amp.GradScaler.scale`` is wrapped (one patch for every open
+Monitor, the originals back when the last closes). The first ``scale(loss)`` of a sampled
+iteration whose graph reaches the model's parameters makes that scaler the one the gradients
+are judged through: from that backward on they are divided by its scale, as ``unscale_`` will
+divide them (a constant 65536 is no explosion). Its skipped steps are still counted as without
+a scaler (``step`` may come before ``scaler.update()``: only a passed scaler promises that).
 """
+import functools
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +36,7 @@ class LossScaling:
     initial_scale: float       # the scale before the first recorded step (nan without scaler)
     scales: np.ndarray         # the scale after each recorded step (with a scaler)
     sampled: tuple = ()        # (step, skipped) of loss-scaled sampled steps, without scaler
+    found: bool = False        # a GradScaler not passed was seen scaling the model's loss
 
     @property
     def skipped(self):
@@ -48,7 +59,7 @@ class LossScaling:
         precision = {"float16": "fp16 autocast", "bfloat16": "bf16 autocast"}.get(
             self.autocast, f"{self.autocast} autocast" if self.autocast else None)
         parts = [p for p in (precision, "GradScaler" if self.scaler else None) if p]
-        return " + ".join(parts)
+        return " + ".join(parts) or ("GradScaler" if self.found else "")
 
     def summary(self):
         """The report's line: the kind, the scale now and its lowest, the skipped steps."""
@@ -58,6 +69,8 @@ class LossScaling:
                     "skipped_steps": int(self.skipped.sum()),
                     "counted_steps": int(self.scales.size)}
         summary = {"kind": self.kind}
+        if self.found:
+            summary["scaler_found"] = True     # not passed: gradients judged through it
         if self.sampled:
             summary.update(skipped_steps=sum(skipped for _, skipped in self.sampled),
                            counted_steps=len(self.sampled))
@@ -78,6 +91,36 @@ class MixedPrecisionProbe(Probe):
         self._autocast = None
         params = ctx.layout.trainable
         self._reference = params[0].tensor if params else None
+        self._seek = scaler is None and ctx.backend.name == "torch"   # find an unnamed one
+        self._listening = False
+        self._found = False
+        self._error = None          # what ``scaled`` raised, raised where the Monitor guards
+        self._mine = {id(p.tensor) for p in params}
+
+    def begin(self):
+        if self._seek and not self._listening:
+            _listen(self)
+            self._listening = True
+
+    def scaled(self, scaler, outputs):
+        """A GradScaler's ``scale(outputs)`` ran (called by the patch). Never raises into the
+        user's call: an exception waits for the next transfer (MONITOR_ERROR)."""
+        try:
+            if not self._found and self.ctx.sample is not None and scaler.is_enabled() \
+                    and self._reaches_model(outputs):
+                self.ctx.scaler = scaler
+                self._found = self.ctx.loss_scaling = True
+        except Exception as error:   # noqa: BLE001 - a scaler or graph of another shape
+            self._error = self._error or error
+
+    def _reaches_model(self, outputs):
+        """Whether the scaled loss's graph reaches one of the model's trainable parameters:
+        this scaler scales this model's gradients (not another model's)."""
+        tensors = [outputs] if self.ctx.backend.is_tensor(outputs) else [
+            o for o in (outputs if isinstance(outputs, (tuple, list)) else ())
+            if self.ctx.backend.is_tensor(o)]
+        return any(id(leaf) in self._mine for tensor in tensors
+                   for leaf in self.ctx.kernels.graph_leaves(tensor))
 
     def on_forward(self, args, kwargs, grad_enabled):
         sample = self.ctx.sample
@@ -98,6 +141,8 @@ class MixedPrecisionProbe(Probe):
         return False
 
     def contribute(self):
+        if self._error is not None:
+            raise self._error
         entries, self._pending = self._pending, []
         if not entries:
             return
@@ -113,11 +158,11 @@ class MixedPrecisionProbe(Probe):
             self._sampled.append((sample.step, sample.skipped))
 
     def state(self):
-        if self._scaler is None and self._autocast is None:
+        if self._scaler is None and self._autocast is None and not self._found:
             return None
         return LossScaling(autocast=self._autocast, scaler=self._scaler is not None,
                            initial_scale=self._initial, scales=self._scales.values,
-                           sampled=tuple(self._sampled))
+                           sampled=tuple(self._sampled), found=self._found)
 
     def view_fields(self):
         state = self.state()
@@ -129,3 +174,54 @@ class MixedPrecisionProbe(Probe):
 
     def close(self):
         self._pending = []
+        if self._listening:
+            self._listening = False
+            _unlisten(self)
+
+
+_LOCK = threading.Lock()
+_LISTENERS = []       # the open probes seeking a scaler, each told of every scale() call
+_INSTALLED = []       # (class, original, wrapper) while any probe listens
+
+
+def _listen(probe):
+    with _LOCK:
+        if not _LISTENERS:
+            _install()
+        _LISTENERS.append(probe)
+
+
+def _unlisten(probe):
+    with _LOCK:
+        for index, listener in enumerate(_LISTENERS):
+            if listener is probe:
+                del _LISTENERS[index]
+                break
+        if not _LISTENERS:
+            _uninstall()
+
+
+def _install():
+    import torch
+
+    owner = torch.amp.GradScaler
+    original = owner.__dict__.get("scale")
+    if not callable(original):
+        return
+
+    @functools.wraps(original)
+    def scale(self, outputs):
+        result = original(self, outputs)
+        for listener in tuple(_LISTENERS):     # a copy: a Monitor may close meanwhile
+            listener.scaled(self, result)
+        return result
+    owner.scale = scale
+    _INSTALLED.append((owner, original, scale))
+
+
+def _uninstall():
+    """The original back, where the wrapper is still what is there."""
+    while _INSTALLED:
+        owner, original, wrapper = _INSTALLED.pop()
+        if owner.__dict__.get("scale") is wrapper:
+            owner.scale = original

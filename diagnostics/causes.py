@@ -7,7 +7,9 @@ consequence: a learning rate collapsed by its schedule makes the loss plateau. I
 claim that the consequence has no other reason: a consequence is linked to a cause only when
 both hold in the same report (a cause may be detected later than what it causes: a plateau is
 seen within its window, a collapsed schedule once the collapse has lasted). The table is a
-directed graph without cycles.
+directed graph without cycles. Symptoms of one common cause are not chained: a learning rate
+far too high makes the gradients explode and the loss NaN, and "lower the learning rate" (the
+NaN's first advice) is a better lead than "clip the gradients".
 """
 from dataclasses import replace
 
@@ -26,7 +28,6 @@ CAUSES = {
     "STALE_GRADIENTS": ("EXPLODING_GRADIENTS", "LOSS_DIVERGING", "LOSS_OSCILLATING",
                         "NAN_LOSS"),
     "EPS_UNDERFLOWS": ("NAN_LOSS", "EXPLODING_GRADIENTS"),
-    "EXPLODING_GRADIENTS": ("NAN_LOSS", "LOSS_DIVERGING"),
     "UNNORMALIZED_INPUT": ("SATURATED_ACTIVATIONS", "EXPLODING_ACTIVATIONS"),
     "SATURATED_ACTIVATIONS": ("VANISHING_GRADIENTS",),
 }

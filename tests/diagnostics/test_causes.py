@@ -43,15 +43,16 @@ def test_a_consequence_found_first_is_listed_after_its_cause_and_names_it():
     assert ordered[1].to_dict()["follows_from"] == "LR_SCHEDULE_TOO_FAST at optimizer"
 
 
-def test_a_chain_is_followed_to_its_root_and_unrelated_findings_keep_their_place():
+def test_consequences_follow_their_root_and_unrelated_findings_keep_their_place():
     nan = _finding("NAN_LOSS", "loss", severity="error")
     dead = _finding("DEAD_UNITS", "3")
     exploding = _finding("EXPLODING_GRADIENTS", "0.weight")
     stale = _finding("STALE_GRADIENTS", "0.weight")
     ordered = order_by_cause([nan, dead, exploding, stale])
-    assert [f.code for f in ordered] == ["STALE_GRADIENTS", "EXPLODING_GRADIENTS",
-                                         "NAN_LOSS", "DEAD_UNITS"]
-    assert ordered[1].follows_from == "STALE_GRADIENTS at 0.weight"
+    assert [f.code for f in ordered] == ["STALE_GRADIENTS", "NAN_LOSS",
+                                         "EXPLODING_GRADIENTS", "DEAD_UNITS"]
+    assert ordered[1].follows_from == ordered[2].follows_from == "STALE_GRADIENTS at 0.weight"
+    assert ordered[3].follows_from is None
 
 
 def test_findings_without_a_cause_among_them_are_unchanged():
@@ -80,3 +81,13 @@ def test_ordering_keeps_every_finding_once_and_puts_causes_before_effects(codes)
         if finding.follows_from:
             cause = finding.follows_from.split(" at ")[0]
             assert finding.code in CAUSES[cause] and position[cause] < position[finding.code]
+
+
+def test_a_cause_of_a_cause_leads_the_chain():
+    vanishing = _finding("VANISHING_GRADIENTS", "0.weight")
+    saturated = _finding("SATURATED_ACTIVATIONS", "1")
+    unnormalized = _finding("UNNORMALIZED_INPUT", "data")
+    ordered = order_by_cause([vanishing, saturated, unnormalized])
+    assert [f.code for f in ordered] == ["UNNORMALIZED_INPUT", "SATURATED_ACTIVATIONS",
+                                         "VANISHING_GRADIENTS"]
+    assert ordered[2].follows_from == "SATURATED_ACTIVATIONS at 1"

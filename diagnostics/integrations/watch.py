@@ -184,7 +184,9 @@ class TrainingWatch:
                 self.problems.append(f"{type(model).__name__} is stepped by a second optimizer "
                                      f"({name}); it is watched with its first one only")
                 continue
-            label = f"{type(model).__name__} ({name})"
+            called = _name_in_user_code(model)
+            label = (f"{called} ({type(model).__name__}, {name})" if called
+                     else f"{type(model).__name__} ({name})")
             same = sum(1 for taken, _ in self.watched if taken.split(" #")[0] == label)
             if same:   # a GAN's generator and discriminator: two Sequentials with two Adams
                 label += f" #{same + 1}"
@@ -247,3 +249,41 @@ def _is_scalar_tensor(value):
     import torch
 
     return isinstance(value, torch.Tensor) and value.numel() == 1
+
+
+def _name_in_user_code(model, *, depth=40):
+    """The name the user's code calls ``model`` by where its optimizer steps: a variable
+    (``netG``) or an attribute of one (``self.generator``, ``trainer.model``), read from the
+    first frames up the stack that are not torch's or gradhunt's; None when none holds it."""
+    import sys
+
+    frame = sys._getframe(1)
+    for _ in range(depth):
+        if frame is None:
+            return None
+        module = str(frame.f_globals.get("__name__", ""))
+        if module.split(".")[0] not in _LIBRARIES:
+            found = _name_in(frame.f_locals, model) or _name_in(frame.f_globals, model)
+            if found:
+                return found
+        frame = frame.f_back
+    return None
+
+
+_LIBRARIES = {"torch", "diagnostics", "gradhunt", "lightning", "pytorch_lightning",
+              "transformers", "accelerate", "importlib", "runpy", "contextlib"}
+
+
+def _name_in(namespace, model):
+    """A name of ``namespace`` bound to ``model``, or ``name.attribute`` one level down."""
+    for name, value in list(namespace.items()):
+        if value is model and not name.startswith("__"):
+            return name
+    for name, value in list(namespace.items()):
+        attributes = getattr(value, "__dict__", None)
+        if not isinstance(attributes, dict) or isinstance(value, type) or name.startswith("__"):
+            continue
+        for attribute, inner in list(attributes.items()):
+            if inner is model:
+                return f"{name}.{attribute}"
+    return None

@@ -264,8 +264,12 @@ def _finding_lines(findings, steps):
         lines.append(f"  [{finding.severity}] {finding.code}{where}{_steps(finding)}{follows}")
         lines += textwrap.wrap(finding.message, _WIDTH, initial_indent="      ",
                                subsequent_indent="      ")
-        if finding.suggestion:
-            lines += textwrap.wrap(finding.suggestion, _WIDTH, initial_indent="      try: ",
+        suggestion = finding.suggestion
+        if finding.follows_from:
+            suggestion = f"fix {finding.follows_from} first" + (
+                f"; if this stays, {suggestion}" if suggestion else "")
+        if suggestion:
+            lines += textwrap.wrap(suggestion, _WIDTH, initial_indent="      try: ",
                                    subsequent_indent="           ")
     return lines
 

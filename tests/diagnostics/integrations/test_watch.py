@@ -42,7 +42,7 @@ def test_gradient_accumulation_steps_the_monitor_once_per_optimizer_step():
             opt.step()
     assert _global_hooks() == before                     # every hook and patch gone
     [(label, report)] = watch.reports()
-    assert label == "Sequential (SGD)" and report.steps == 11   # the first step discovers
+    assert label == "model (Sequential, SGD)" and report.steps == 11   # the first step discovers
     assert report.findings == [] and watch.problems == []
 
 
@@ -98,7 +98,8 @@ def test_two_models_with_their_own_optimizers_get_one_monitor_each():
             head(encoder(x)).pow(2).mean().backward()
             for opt in opts:
                 opt.step()
-    assert [label for label, _ in watch.watched] == ["Linear (Adam)", "Linear (SGD)"]
+    assert [label for label, _ in watch.watched] == ["encoder (Linear, Adam)",
+                                                     "head (Linear, SGD)"]
     assert all(report.steps == 9 for _, report in watch.reports())
 
 
@@ -118,8 +119,37 @@ def test_two_models_of_one_type_with_one_optimizer_type_get_labels_apart():
             opt_g.zero_grad()
             (-discriminator(generator(x)).mean()).backward()
             opt_g.step()
-    assert [label for label, _ in watch.watched] == ["Sequential (Adam)",
-                                                     "Sequential (Adam) #2"]
+    assert [label for label, _ in watch.watched] == ["discriminator (Sequential, Adam)",
+                                                     "generator (Sequential, Adam)"]
+
+
+def test_models_are_labelled_by_the_attribute_a_trainer_holds_them_in():
+    """Models reached as ``self.generator`` inside a trainer's method; two unnamed ones of
+    one type and optimizer type still get labels apart."""
+    x, _ = _data()
+
+    class Trainer:
+        def __init__(self):
+            self.generator = torch.nn.Sequential(torch.nn.Linear(8, 8))
+            self.opt = torch.optim.Adam(self.generator.parameters(), lr=1e-3)
+
+        def fit(self):
+            for _ in range(3):
+                self.opt.zero_grad()
+                self.generator(x).pow(2).mean().backward()
+                self.opt.step()
+
+    with TrainingWatch(every=1) as watch:
+        Trainer().fit()
+        models = [torch.nn.Sequential(torch.nn.Linear(8, 1)) for _ in range(2)]
+        opts = [torch.optim.Adam(m.parameters(), lr=1e-3) for m in models]
+        for _ in range(3):
+            for i in range(2):
+                opts[i].zero_grad()
+                models[i](x).mean().backward()
+                opts[i].step()
+    assert [label for label, _ in watch.watched] == [
+        "self.generator (Sequential, Adam)", "Sequential (Adam)", "Sequential (Adam) #2"]
 
 
 def test_an_optimizer_over_bare_tensors_is_reported_as_not_watched():
@@ -172,7 +202,7 @@ def test_an_error_inside_a_monitor_never_stops_the_script(monkeypatch):
             model(torch.ones(4, 8)).sum().backward()
             opt.step()
     assert len(calls) == 3                 # given up after the failure, the loop went on
-    assert watch.problems == ["Sequential (SGD): stopped watching: ValueError: a probe broke"]
+    assert watch.problems == ["model (Sequential, SGD): stopped watching: ValueError: a probe broke"]
     assert all(not m._forward_pre_hooks and not m._forward_hooks for m in model.modules())
 
 

@@ -58,7 +58,7 @@ def test_a_healthy_loop_gets_no_finding_and_its_output_and_jsonl(tmp_path):
                  _script(tmp_path))
     assert run.returncode == 0, run.stderr
     assert "script done" in run.stdout                    # the script's stdout is its own
-    assert "== gradhunt watch: Sequential (SGD); its step 0 is the optimizer's 2nd step ==" \
+    assert "== gradhunt watch: model (Sequential, SGD); its step 0 is the optimizer's 2nd step ==" \
         in run.stderr
     assert "no findings: nothing looked wrong in 59 steps" in run.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]

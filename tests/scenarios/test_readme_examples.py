@@ -1,0 +1,55 @@
+"""The README's Monitor and watch tours show what their scripts (docs/examples/) print: the same
+root cause first and what follows from it. Numbers are left out of the comparison, and so are
+the symptoms after those two: a diverging run's values differ between CPUs."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+
+
+def _headers(text):
+    """The finding lines of a report (``  [error] CODE at place ..., follows from ...``),
+    without their step ranges."""
+    lines = [line.strip() for line in text.splitlines()
+             if re.match(r"\s+\[(error|warning|info)\] [A-Z_]+", line)]
+    return [re.sub(r" \(steps? [0-9-]+\)", "", line) for line in lines]
+
+
+def _readme_block(after):
+    """The report block (```` ``` ```` then ``gradhunt Monitor: ...``) after ``after``."""
+    block = README.index("```\ngradhunt Monitor:", README.index(after)) + 4
+    return README[block:README.index("```", block)]
+
+
+def _run(*args):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_monitor_tour_shows_what_its_script_prints():
+    shown = _readme_block("### 3. The Monitor, on a loop that forgot `zero_grad()`")
+    run = _run("docs/examples/monitor_no_zero_grad.py")
+    assert run.returncode == 0, run.stderr
+    assert _headers(shown)[:2] == _headers(run.stdout)[:2] == [
+        "[error] STALE_GRADIENTS at 0.weight",
+        "[error] LOSS_DIVERGING at loss, follows from STALE_GRADIENTS at 0.weight"]
+    assert "1 more follows from them" in run.stdout
+
+
+def test_the_watch_tour_shows_what_its_script_prints():
+    start = README.index("$ gradhunt watch --fail-on error train.py")
+    shown = README[start:README.index("```", start)]
+    run = _run("-m", "scenarios.cli", "watch", "--fail-on", "error",
+               "docs/examples/watch_no_zero_grad.py")
+    assert run.returncode == 1
+    shown_headers = _headers(shown)
+    assert shown_headers[:2] == _headers(run.stderr)[:2] == [
+        "[error] STALE_GRADIENTS at 0.weight",
+        "[error] LOSS_DIVERGING at loss, follows from STALE_GRADIENTS at 0.weight"]
+    for line in shown.splitlines()[1:4]:          # the alerts as they came, and the heading
+        assert line == "..." or line in run.stderr

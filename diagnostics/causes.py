@@ -36,7 +36,8 @@ CAUSES = {
 def order_by_cause(findings):
     """``findings`` (already in the order they rank) with each root first and its
     consequences right after it, each consequence's ``follows_from`` naming its cause; a
-    finding with no cause among them keeps its place."""
+    finding with no cause among them keeps its place. A cause is at least as severe as what
+    follows from it (a schedule that freezes the weights is as bad as the frozen weights)."""
     findings = list(findings)
     cause_of = {}
     for finding in findings:
@@ -61,7 +62,25 @@ def order_by_cause(findings):
         while id(root) in cause_of:
             root = cause_of[id(root)]
         place(root)
-    return ordered
+    return _raise_causes(ordered)
+
+
+_RANK = {"info": 0, "warning": 1, "error": 2}
+
+
+def _raise_causes(ordered):
+    """Each cause takes the highest severity among what follows from it, transitively."""
+    severity = {(f.code, f.location): f.severity for f in ordered}
+    by_name = {_name(f): f for f in ordered}
+    for finding in reversed(ordered):          # consequences come after their causes
+        cause = by_name.get(finding.follows_from)
+        if cause is None:
+            continue
+        own, theirs = severity[(finding.code, finding.location)], (cause.code, cause.location)
+        if _RANK[own] > _RANK[severity[theirs]]:
+            severity[theirs] = own
+    return [f if severity[(f.code, f.location)] == f.severity
+            else replace(f, severity=severity[(f.code, f.location)]) for f in ordered]
 
 
 def _first_cause(finding, findings):

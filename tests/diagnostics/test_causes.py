@@ -91,3 +91,12 @@ def test_a_cause_of_a_cause_leads_the_chain():
     assert [f.code for f in ordered] == ["UNNORMALIZED_INPUT", "SATURATED_ACTIVATIONS",
                                          "VANISHING_GRADIENTS"]
     assert ordered[2].follows_from == "SATURATED_ACTIVATIONS at 1"
+
+
+def test_a_cause_is_as_severe_as_what_follows_from_it():
+    ordered = order_by_cause([_finding("PARAMS_NOT_UPDATING", "0", severity="error"),
+                              _finding("LR_SCHEDULE_TOO_FAST", "optimizer")])
+    assert [(f.code, f.severity) for f in ordered] == [("LR_SCHEDULE_TOO_FAST", "error"),
+                                                      ("PARAMS_NOT_UPDATING", "error")]
+    lines = _finding_lines(ordered, 300)
+    assert lines[0] == "1 finding (1 error; 1 more follows from it):"

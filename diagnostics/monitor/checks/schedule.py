@@ -18,9 +18,10 @@ def schedule_too_fast(view):
     steps = fast.collapse_step - fast.peak_step
     if fast.cycled:
         what = (f"the learning rate went from {fast.peak:.3g} down to {fast.lowest:.3g} and "
-                f"back above {0.5 * fast.peak:.3g} in {fast.back_step - fast.peak_step} steps "
-                f"(a full cycle of the schedule), {fast.cycles} times by step "
-                f"{fast.judged_step}")
+                f"climbed back above {0.5 * fast.peak:.3g} within "
+                f"{fast.back_step - fast.peak_step} steps, and fell below 1% of its peak "
+                f"{fast.cycles} times by step {fast.judged_step} (a full cycle of the schedule, "
+                f"again and again)")
     elif fast.depth == COLLAPSED:
         what = (f"the learning rate fell from {fast.peak:.3g} to {fast.lowest:.3g} in "
                 f"{fast.lowest_step - fast.peak_step} steps (below {COLLAPSED:g} of it "
@@ -31,9 +32,10 @@ def schedule_too_fast(view):
                 f"{steps} steps and stayed there for the {held} steps since (its decay took "
                 f"{steps / (steps + held):.0%} of the run after the peak; it is "
                 f"{fast.lowest:.3g} at its lowest)")
-    at_collapse, latest = _loss_at(view.losses, fast.collapse_step), _loss_at(view.losses, -1)
-    loss = (f", with the loss at {at_collapse:.3g} then and {latest:.3g} now"
-            if np.isfinite(at_collapse) and np.isfinite(latest) else "")
+    at_collapse = _loss_at(view.losses, fast.collapse_step)
+    latest = _loss_at(view.losses, min(fast.judged_step, view.losses.size - 1))
+    loss = (f", with the loss at {at_collapse:.3g} then and {latest:.3g} at step "
+            f"{fast.judged_step}" if np.isfinite(at_collapse) and np.isfinite(latest) else "")
     scheduler = f" ({fast.scheduler})" if fast.scheduler else ""
     return [Finding(
         "LR_SCHEDULE_TOO_FAST", "warning", "optimizer",

@@ -189,8 +189,8 @@ class ScheduleProbe(Probe):
         if not found:
             return None
         steps = self._optimizer_step_count()
-        return "; ".join(f"{_settings_text(s)}, stepped {s.last_epoch} times in {steps} "
-                         f"optimizer steps" for s in found)
+        return "; ".join(f"{_settings_text(s)}, stepped {s.last_epoch} times in the {steps} "
+                         f"optimizer steps watched" for s in found)
 
     # -- a warm-up that never hands over ---------------------------------------------------
 

@@ -202,7 +202,8 @@ def test_an_error_inside_a_monitor_never_stops_the_script(monkeypatch):
             model(torch.ones(4, 8)).sum().backward()
             opt.step()
     assert len(calls) == 3                 # given up after the failure, the loop went on
-    assert watch.problems == ["model (Sequential, SGD): stopped watching: ValueError: a probe broke"]
+    assert watch.problems == [
+        "model (Sequential, SGD): stopped watching: ValueError: a probe broke"]
     assert all(not m._forward_pre_hooks and not m._forward_hooks for m in model.modules())
 
 

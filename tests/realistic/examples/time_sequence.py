@@ -2,7 +2,6 @@
 by L-BFGS, whose ``step(closure)`` re-evaluates the loss (``zero_grad``, forward, backward)
 up to ``max_iter`` times inside one optimizer step. The metric: the training MSE and the
 MSE on held-out waves, before and after."""
-import math
 
 import torch
 from torch import nn

@@ -19,13 +19,13 @@ import threading
 from dataclasses import dataclass
 
 from .base import Probe
+from .shared_patch import SharedPatch
 
 PATCHED = ("clip_grad_norm_", "clip_grad_value_")
 LIMITS = {"clip_grad_norm_": "max_norm", "clip_grad_value_": "clip_value"}
 
 INNER = "_clip_grads_with_norm_"   # clip_grad_norm_'s second half, in torch.nn.utils.clip_grad
 
-_LOCK = threading.Lock()
 _LISTENERS = []       # the open probes, each told of every clipping call
 _INSTALLED = []       # (owner, name, original, wrapper) while any probe listens
 _CALLS = threading.local()   # .depth: wrapped public clipping calls under way in this thread
@@ -59,7 +59,7 @@ class ClippingProbe(Probe):
 
     def begin(self):
         if self._watch and not self._listening:    # after __init__: nothing left to fail
-            _listen(self)
+            _PATCH.listen(self)
             self._listening = True
 
     def note(self, function, parameters, args, kwargs, result):
@@ -121,24 +121,7 @@ class ClippingProbe(Probe):
         self._pending = None
         if self._listening:
             self._listening = False
-            _unlisten(self)
-
-
-def _listen(probe):
-    with _LOCK:
-        if not _LISTENERS:
-            _install()
-        _LISTENERS.append(probe)
-
-
-def _unlisten(probe):
-    with _LOCK:
-        for index, listener in enumerate(_LISTENERS):
-            if listener is probe:
-                del _LISTENERS[index]
-                break
-        if not _LISTENERS:
-            _uninstall()
+            _PATCH.unlisten(self)
 
 
 def _install():
@@ -228,3 +211,6 @@ def _materialized(args, kwargs):
 
     parameters = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
     return (parameters,) + tuple(rest), kwargs, parameters
+
+
+_PATCH = SharedPatch(_LISTENERS, install=_install, uninstall=_uninstall)

@@ -18,13 +18,13 @@ a scaler (``step`` may come before ``scaler.update()``: only a passed scaler pro
 """
 import functools
 import math
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..history import Series
 from .base import Probe
+from .shared_patch import SharedPatch
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class MixedPrecisionProbe(Probe):
 
     def begin(self):
         if self._seek and not self._listening:
-            _listen(self)
+            _PATCH.listen(self)
             self._listening = True
 
     def scaled(self, scaler, outputs):
@@ -176,29 +176,11 @@ class MixedPrecisionProbe(Probe):
         self._pending = []
         if self._listening:
             self._listening = False
-            _unlisten(self)
+            _PATCH.unlisten(self)
 
 
-_LOCK = threading.Lock()
 _LISTENERS = []       # the open probes seeking a scaler, each told of every scale() call
 _INSTALLED = []       # (class, original, wrapper) while any probe listens
-
-
-def _listen(probe):
-    with _LOCK:
-        if not _LISTENERS:
-            _install()
-        _LISTENERS.append(probe)
-
-
-def _unlisten(probe):
-    with _LOCK:
-        for index, listener in enumerate(_LISTENERS):
-            if listener is probe:
-                del _LISTENERS[index]
-                break
-        if not _LISTENERS:
-            _uninstall()
 
 
 def _install():
@@ -225,3 +207,6 @@ def _uninstall():
         owner, original, wrapper = _INSTALLED.pop()
         if owner.__dict__.get("scale") is wrapper:
             owner.scale = original
+
+
+_PATCH = SharedPatch(_LISTENERS, install=_install, uninstall=_uninstall)

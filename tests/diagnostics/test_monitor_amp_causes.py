@@ -269,7 +269,9 @@ def half_adam(*, eps, dtype=torch.float16, steps=10, every=5):
 def test_adam_eps_that_is_zero_in_float16_is_named_at_the_first_step():
     report = half_adam(eps=1e-8)
     finding = next(f for f in report.findings if f.code == "EPS_UNDERFLOWS")
-    assert finding.severity == "warning" and finding.first_step == 0
+    assert report.findings[0] is finding                     # the root cause leads the report
+    # a warning of its own, shown as an error: the NaN that follows from it is one
+    assert finding.severity == "error" and finding.first_step == 0
     assert finding.message.startswith("Adam's eps=1e-08 is 0 in float16, the dtype of 4 of "
                                       "its parameter tensors (676 values)")
     assert "eps=1e-4" in finding.suggestion and "float32" in finding.suggestion
@@ -278,6 +280,7 @@ def test_adam_eps_that_is_zero_in_float16_is_named_at_the_first_step():
     assert all(f.first_step > finding.first_step for f in nan)   # named before the NaN
     lead = "first raise the optimizer's eps (1e-08 is 0 in float16"
     assert nan and all(f.suggestion.startswith(lead) for f in nan)  # the NaN's advice leads there
+    assert all(f.follows_from == "EPS_UNDERFLOWS at optimizer" for f in nan)
 
 
 @pytest.mark.parametrize("eps, dtype", [(1e-4, torch.float16), (1e-8, torch.bfloat16),

@@ -24,10 +24,6 @@ def class_axis(output_shape, target_shape):
     return None
 
 
-def class_count(output_shape, axis):
-    return int(tuple(output_shape)[axis])
-
-
 def rows_coupled(backend, loss_fn, output, key, logits, targets):
     """True when ``loss_fn``'s gradient for the first example moves with the other examples'
     targets: a loss that broadcasts ``(N, 1)`` against ``(N,)`` compares every output with

@@ -2,14 +2,9 @@
 
 The import name users type. It re-exports the public API of ``diagnostics`` (the same
 objects, not copies), so ``gradhunt.Monitor is diagnostics.Monitor``; the training-framework
-callbacks are in ``gradhunt.integrations``.
+callbacks are in ``gradhunt.integrations``. The list is ``diagnostics.__all__``: one home.
 """
-from diagnostics import (CheckResult, DiagnosticsError, Finding, GradientReport, Monitor,
-                         MonitorReport, check_batch_independence, check_batch_label_order,
-                         check_gradients, check_label_range, compare_gradients, find_lr,
-                         overfit_one_batch, preflight, revive_dead_units, validate_data)
+import diagnostics as _diagnostics
+from diagnostics import *  # noqa: F403  (the names are diagnostics.__all__)
 
-__all__ = ["check_gradients", "compare_gradients", "GradientReport", "Monitor", "MonitorReport",
-           "preflight", "overfit_one_batch", "find_lr", "revive_dead_units", "validate_data",
-           "check_batch_independence", "check_label_range", "check_batch_label_order",
-           "CheckResult", "Finding", "DiagnosticsError"]
+__all__ = list(_diagnostics.__all__)

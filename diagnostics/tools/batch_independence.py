@@ -322,10 +322,6 @@ def _in(where):
     return f"; it happens in '{where}' (the mixing layer nearest the output)" if where else ""
 
 
-def _grad(tensor):
-    return None if tensor is None or tensor.grad is None else tensor.grad
-
-
 def _first_tensor(torch, value):
     if isinstance(value, torch.Tensor):
         return value

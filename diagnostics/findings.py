@@ -95,6 +95,11 @@ class Finding:
                              f"got {self.severity!r}")
 
     @property
+    def is_alarm(self):
+        """A warning or an error: what fails a check and leads a report (an info never does)."""
+        return self.severity != "info"
+
+    @property
     def resolved(self):
         """True once the condition stopped holding (a Monitor's history keeps it)."""
         return self.resolved_at is not None

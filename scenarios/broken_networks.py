@@ -105,7 +105,7 @@ def _findings_text(report):
 
 
 def _serious(report):
-    return [f for f in report.findings if f.severity in ("warning", "error")]
+    return [f for f in report.findings if f.is_alarm]
 
 
 def _check_case(result, case, report):

@@ -74,7 +74,7 @@ def run(*, fast=False):
         result.check("over 70% of the units are dead before revival",
                      report.dead_fraction_before > 0.7,
                      f"{report.dead_fraction_before:.0%} of {report.units}")
-        flagged = sorted(f.location for f in dead_before if f.severity != "info")
+        flagged = sorted(f.location for f in dead_before if f.is_alarm)
         result.check("the Monitor flags the dead layers while the net trains as it is",
                      "3" in flagged, f"DEAD_UNITS at {flagged}")
         result.check("without revival the net does not train (loss stays within 5% of its "
@@ -85,7 +85,7 @@ def run(*, fast=False):
         result.check("revival leaves the output unchanged at that moment",
                      report.output_change <= 1e-6, f"max change {report.output_change:.2g}")
         result.check("after revival the Monitor reports no dead layer",
-                     not [f for f in dead_after if f.severity != "info"],
+                     not [f for f in dead_after if f.is_alarm],
                      f"DEAD_UNITS at {sorted(f.location for f in dead_after)}")
         accuracy = _accuracy(revived_model, x_test, y_test)
         result.check("after revival it trains: loss below half its start, test accuracy "

@@ -100,7 +100,7 @@ def _exit_code(code):
 
 
 def _alert(label, finding):
-    if finding.severity != "info":
+    if finding.is_alarm:
         print(f"gradhunt watch: {label}: [{finding.severity}] {finding.code}", file=sys.stderr)
 
 

@@ -201,7 +201,7 @@ class RankExchange:
         found = run_rank_checks(self._view)
         current = {(f.code, f.location) for f in found}
         self._cross = {key: f for key, f in self._cross.items()
-                       if f.severity != "info" or key in current}
+                       if f.is_alarm or key in current}
         new = []
         for finding in found:
             key = (finding.code, finding.location)

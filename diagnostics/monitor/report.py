@@ -77,7 +77,7 @@ class MonitorReport:
     @property
     def passed(self):
         """True when no finding is a warning or an error."""
-        return not any(f.severity in ("warning", "error") for f in self.findings)
+        return not any(f.is_alarm for f in self.findings)
 
     def codes(self):
         return [f.code for f in self.findings]

@@ -20,7 +20,7 @@ class CheckResult(list):
 
     @property
     def passed(self):
-        return not any(f.severity in ("warning", "error") for f in self)
+        return not any(f.is_alarm for f in self)
 
     def to_dict(self):
         return to_jsonable({"check": self.check, "passed": self.passed,

@@ -36,7 +36,7 @@ class DataReport:
 
     @property
     def passed(self):
-        return not any(f.severity in ("warning", "error") for f in self.findings)
+        return not any(f.is_alarm for f in self.findings)
 
     def to_dict(self):
         return to_jsonable({"passed": self.passed, "counts": self.counts,

@@ -21,6 +21,7 @@ CODES = {
     "STALE_GRADIENTS": "gradients pile up across steps (zero_grad missing)",
     "NO_GRADIENT": "parameters that never receive a gradient",
     "PARAMS_NOT_UPDATING": "gradients present but parameters unchanged",
+    "PARAMS_NOT_IN_OPTIMIZER": "parameters that get gradients but that no optimizer holds",
     "GRADIENT_MISMATCH": "analytic gradient disagrees with finite differences",
     "OVERFIT_FAILED": "the model cannot overfit a single batch",
     "TRAIN_MODE_AT_EVAL": "dropout or batch norm in train mode during evaluation",
@@ -55,6 +56,10 @@ CODES = {
     "LR_WARMUP_NEVER_ENDS": "a warm-up so slow it never reaches the base rate (per-step "
                             "settings stepped per epoch)",
     "ACCUMULATION_DISCARDED": "gradients of earlier micro-batches are zeroed before the step",
+    "GRADIENTS_CLEARED_BEFORE_STEP": "the gradients are cleared between backward and the "
+                                     "optimizer step that was to apply them",
+    "CLIP_HAS_NO_EFFECT": "a gradient-clipping call that does not act on the gradients the "
+                          "step applies (misplaced, or given no gradients)",
     "CLIP_BEFORE_UNSCALE": "gradients clipped while a GradScaler still scales them",
     "EPS_UNDERFLOWS": "an optimizer eps that the parameters' dtype rounds to 0",
     "VIEW_SCRAMBLES_AXES": "a view or reshape moves axes where a permute was meant",

@@ -139,7 +139,9 @@ def test_the_buggy_loop_trains_the_same_with_and_without_the_monitor():
     assert all(torch.equal(a, b) for a, b in zip(state, plain_state))
 
 
-def test_without_the_scaler_or_with_a_disabled_one_nothing_is_patched():
+def test_without_the_scaler_or_with_a_disabled_one_nothing_stays_patched():
+    """The step recorder watches clipping with or without a scaler (CLIP_HAS_NO_EFFECT); the
+    patch goes when the Monitor closes, and no scaler means no CLIP_BEFORE_UNSCALE."""
     x, y = data()
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
@@ -147,7 +149,7 @@ def test_without_the_scaler_or_with_a_disabled_one_nothing_is_patched():
     for scaler in (None, off):
         with Monitor(model, opt, scaler=scaler) as mon:
             mon.step(F.cross_entropy(model(x), y))
-            assert patched() == []
+        assert patched() == []
     report, _, _ = amp_loop(unscale=False, enabled=False)
     assert "CLIP_BEFORE_UNSCALE" not in codes(report)
     report, _, _ = amp_loop(unscale=False, give_scaler=False)

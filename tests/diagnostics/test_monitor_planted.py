@@ -303,9 +303,13 @@ def test_parameters_left_out_of_the_optimizer(fw):
     model = mlp(fw, [FEATURES, 32, 4])
     optimizer = fw.optim.SGD(model[2].parameters(), lr=0.1)   # the first layer forgotten
     report = train(fw, model, steps=12, optimizer=optimizer)
-    finding = next(f for f in report.findings if f.code == "PARAMS_NOT_UPDATING")
+    finding = next(f for f in report.findings if f.code == "PARAMS_NOT_IN_OPTIMIZER")
     assert finding.location == "0"
     assert finding.evidence["parameters"] == ["0.weight", "0.bias"]
+    assert "in no optimizer" in finding.message
+    # named as what it is, not as its symptoms: not "unchanged" nor "zero_grad is missing"
+    codes = {f.code for f in report.findings}
+    assert not codes & {"PARAMS_NOT_UPDATING", "STALE_GRADIENTS"}, codes
 
 
 def _sparse_embedding_run(fw, *, optimizer_of):
@@ -349,7 +353,7 @@ def test_a_large_dense_layer_left_out_of_the_optimizer_is_still_found(fw):
     model = mlp(fw, [FEATURES, 1200, 4])          # 19,200 weights: measured on a sample
     optimizer = fw.optim.SGD(model[2].parameters(), lr=0.1)
     report = train(fw, model, steps=12, optimizer=optimizer)
-    finding = next(f for f in report.findings if f.code == "PARAMS_NOT_UPDATING")
+    finding = next(f for f in report.findings if f.code == "PARAMS_NOT_IN_OPTIMIZER")
     assert finding.evidence["parameters"] == ["0.weight", "0.bias"]
 
 

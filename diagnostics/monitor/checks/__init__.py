@@ -4,9 +4,9 @@
 gradients: the alerts that should not wait); the others run at most every ``FULL_CHECK_STEPS``
 steps and on every ``report()``.
 """
-from . import (accumulation, activations, eval_randomness, gradients, graph, inputs, loss,
+from . import (activations, eval_randomness, gradients, graph, inputs, loss,
                mixed_precision, modes, probabilities, registration, schedule,
-               step_gradients, training_mode,
+               step_contract, step_gradients, training_mode,
                updates)
 
 FULL_CHECK_STEPS = 50
@@ -17,7 +17,7 @@ URGENT = (loss.nan_loss, gradients.stale_gradients, gradients.exploding_gradient
 CHECKS = (loss.CHECKS + gradients.CHECKS + updates.CHECKS + activations.CHECKS + inputs.CHECKS
           + modes.CHECKS + graph.CHECKS + training_mode.CHECKS + probabilities.CHECKS
           + mixed_precision.CHECKS + step_gradients.CHECKS + schedule.CHECKS
-          + accumulation.CHECKS + eval_randomness.CHECKS + registration.CHECKS)
+          + step_contract.CHECKS + eval_randomness.CHECKS + registration.CHECKS)
 
 
 def run_checks(view, *, urgent_only=False, skip=frozenset(), on_error=None):

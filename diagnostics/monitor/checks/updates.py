@@ -2,14 +2,42 @@
 import math
 
 from ...findings import Finding
+from ..layout import display_name
 
 
-def params_not_updating(view):
+def params_not_in_optimizer(view):
+    """PARAMS_NOT_IN_OPTIMIZER: the optimizer holds some of the model's parameters, and others
+    that receive a gradient at every measured step never move: no optimizer holds them (one
+    built from a submodule's parameters, a layer made or replaced after it was built). A
+    second optimizer that trains them moves them, and a deliberate freeze takes no gradient."""
+    outside = [p for p, _ in _stuck(view) if p.in_optimizer is False]
+    held = [p for p in view.layout.trainable if p.in_optimizer]
+    if not outside or not held:
+        return []
+    modules = list(dict.fromkeys(p.module_name for p in outside))
+    return [Finding(
+        "PARAMS_NOT_IN_OPTIMIZER", "warning", modules[0],
+        f"{_names(outside)} get a gradient at every step but are in no optimizer: the "
+        f"optimizer holds {len(held)} of the model's parameter tensors and not these, so they "
+        f"never move from their initial values (and optimizer.zero_grad() never clears their "
+        f".grad, which piles up); it happens when the optimizer is built from one "
+        f"submodule's parameters, or before a layer was added or replaced",
+        "build the optimizer after the model is complete, from all of its parameters "
+        "(torch.optim.AdamW(model.parameters(), ...)), or add a parameter group for "
+        f"{display_name(modules[0])}; if they are frozen on purpose, call "
+        f"requires_grad_(False) on them",
+        {"parameters": [p.name for p in outside], "modules": modules,
+         "held_by_optimizer": len(held)})]
+
+
+def _stuck(view):
+    """``(parameter, measured steps)`` of those that got a gradient at two measured steps or
+    more and never moved. A gradient far below the largest layer's moves nothing at float
+    precision (VANISHING_GRADIENTS), and a step whose gradient missed every sampled entry (a
+    sparse embedding gradient) is no evidence."""
     measured = [s for s in view.samples if s.updates]
     if len(measured) < 2:
         return []
-    # a gradient far below the largest layer's moves nothing at float precision: that is
-    # VANISHING_GRADIENTS, not an optimizer that skips parameters
     largest = max((rms for rms in view.gradient_rms_by_name.values() if math.isfinite(rms)),
                   default=0.0)
     floor = view.thresholds.vanishing_ratio * largest
@@ -18,12 +46,18 @@ def params_not_updating(view):
         rms = view.gradient_rms(param.name)
         if rms is None or not rms > floor:
             continue
-        # a step whose gradient missed every sampled entry (a sparse embedding gradient) is
-        # no evidence: those entries had nothing to move them
         pushed = [s for s in measured if param.name in s.updates and param.name in s.gradients
                   and s.sampled_gradients.get(param.name, 1.0) > 0]
         if len(pushed) >= 2 and all(s.updates[param.name].delta_norm == 0 for s in pushed):
             stuck.append((param, len(pushed)))
+    return stuck
+
+
+def params_not_updating(view):
+    measured = [s for s in view.samples if s.updates]
+    stuck = _stuck(view)
+    if any(p.in_optimizer for p in view.layout.trainable):   # PARAMS_NOT_IN_OPTIMIZER's
+        stuck = [(p, count) for p, count in stuck if p.in_optimizer is not False]
     evidence = min((count for _, count in stuck), default=0)
     stuck = [param for param, _ in stuck]
     if not stuck:
@@ -69,4 +103,4 @@ def _names(params, limit=4):
     return ", ".join(names[:limit]) + f" and {len(names) - limit} more"
 
 
-CHECKS = (params_not_updating,)
+CHECKS = (params_not_in_optimizer, params_not_updating)

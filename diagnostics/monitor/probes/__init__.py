@@ -11,7 +11,7 @@ probe                     signal
 ``LossProbe``             the loss of every step (history, first NaN, loss levels)
 ``LearningRateProbe``     the optimizer's learning rates
 ``ScheduleProbe``         the learning rate of every step: its peak and how fast it fell
-``AccumulationProbe``     backward passes per optimizer step, and those ``zero_grad`` dropped
+``StepContractProbe``    each optimizer step's window: backward passes, clearing, clipping
 ``InputsProbe``           the model input's statistics and the batch size
 ``OutputsProbe``          the logits' width (classes) and prediction entropy
 ``ActivationsProbe``      each layer's output statistics (per call: ``act#2``) and silent
@@ -54,7 +54,6 @@ How to add a signal (three files and a registration):
 
 tests/diagnostics/test_monitor_probes.py adds a toy signal exactly this way.
 """
-from .accumulation import AccumulationProbe
 from .activations import ActivationsProbe
 from .base import Context, Probe
 from .clipping import ClippingProbe
@@ -71,6 +70,7 @@ from .other_optimizer import OtherOptimizerProbe
 from .outputs import OutputsProbe
 from .probabilities import ProbabilitiesProbe
 from .schedule import ScheduleProbe
+from .step_contract import StepContractProbe
 from .step_gradients import StepGradientsProbe
 from .training_mode import TrainingModeProbe
 from .unregistered import UnregisteredProbe
@@ -79,10 +79,10 @@ from .updates import UpdatesProbe
 PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsProbe,
           UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, TrainingModeProbe,
           ProbabilitiesProbe, MixedPrecisionProbe, StepGradientsProbe, ScheduleProbe,
-          AccumulationProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe,
+          StepContractProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe,
           UnregisteredProbe, OtherOptimizerProbe)
 
-__all__ = ["PROBES", "Context", "Probe", "AccumulationProbe", "ActivationsProbe",
+__all__ = ["PROBES", "Context", "Probe", "StepContractProbe", "ActivationsProbe",
            "ClippingProbe", "EvalRandomnessProbe", "GradientsProbe", "GraphProbe", "InputsProbe",
            "LearningRateProbe", "LossProbe", "MixedPrecisionProbe", "ModesProbe",
            "OptimizerEpsProbe", "OtherOptimizerProbe", "OutputsProbe", "ProbabilitiesProbe",

@@ -1,0 +1,1 @@
+"""Blind pairs for parameters that get gradients but are held by no optimizer."""

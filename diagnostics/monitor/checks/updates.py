@@ -17,11 +17,14 @@ def params_not_in_optimizer(view):
     modules = list(dict.fromkeys(p.module_name for p in outside))
     return [Finding(
         "PARAMS_NOT_IN_OPTIMIZER", "warning", modules[0],
-        f"{_names(outside)} get a gradient at every step but are in no optimizer: the "
-        f"optimizer holds {len(held)} of the model's parameter tensors and not these, so they "
-        f"never move from their initial values (and optimizer.zero_grad() never clears their "
-        f".grad, which piles up); it happens when the optimizer is built from one "
-        f"submodule's parameters, or before a layer was added or replaced",
+        f"{_names(outside)} {'gets' if len(outside) == 1 else 'get'} a gradient at every "
+        f"step but {'is' if len(outside) == 1 else 'are'} in no optimizer: the optimizer "
+        f"holds {len(held)} of the model's parameter tensors and not "
+        f"{'this one' if len(outside) == 1 else 'these'}, so "
+        f"{'it never moves' if len(outside) == 1 else 'they never move'} from the initial "
+        f"values (and optimizer.zero_grad() does not clear a .grad it does not hold: it piles "
+        f"up); it happens when the optimizer is built from one submodule's parameters, or "
+        f"before a layer was added or replaced",
         "build the optimizer after the model is complete, from all of its parameters "
         "(torch.optim.AdamW(model.parameters(), ...)), or add a parameter group for "
         f"{display_name(modules[0])}; if they are frozen on purpose, call "

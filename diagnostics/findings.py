@@ -95,6 +95,11 @@ class Finding:
                              f"got {self.severity!r}")
 
     @property
+    def is_alarm(self) -> bool:
+        """A warning or an error: what fails a check (an info finding only informs)."""
+        return self.severity in ("warning", "error")
+
+    @property
     def resolved(self):
         """True once the condition stopped holding (a Monitor's history keeps it)."""
         return self.resolved_at is not None

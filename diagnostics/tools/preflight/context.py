@@ -2,6 +2,7 @@
 so far — and the one snapshot preflight goes back to after each item."""
 from __future__ import annotations
 
+from .._training import NO_LOGITS
 from .facts import Facts
 
 
@@ -45,6 +46,5 @@ class Run:
 
     def logits_key(self):
         """Where the logits are in the output, or ``NO_LOGITS`` when none were found."""
-        from .._training import NO_LOGITS
         logits = self.facts.logits
         return NO_LOGITS if logits is None else logits.key

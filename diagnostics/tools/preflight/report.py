@@ -2,6 +2,7 @@
 ``Outcome`` an item's check returns (the runner stamps the item's name on it)."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -92,25 +93,28 @@ class Outcome:
         return CheckItem(name, self.status, self.summary, list(self.findings))
 
 
-def passed(summary: str, findings=(), *, facts: Facts | None = None) -> Outcome:
+def passed(summary: str, findings: Iterable[Finding] = (), *,
+           facts: Facts | None = None) -> Outcome:
     return Outcome(PASS, summary, tuple(findings), facts=facts)
 
 
-def skipped(reason: str, findings=(), *, facts: Facts | None = None) -> Outcome:
+def skipped(reason: str, findings: Iterable[Finding] = (), *,
+            facts: Facts | None = None) -> Outcome:
     return Outcome(SKIP, reason, tuple(findings), facts=facts)
 
 
-def failed(summary: str, findings=(), *, facts: Facts | None = None) -> Outcome:
+def failed(summary: str, findings: Iterable[Finding] = (), *,
+           facts: Facts | None = None) -> Outcome:
     return Outcome(FAIL, summary, tuple(findings), facts=facts)
 
 
-def judged(summary: str, findings, *, facts: Facts | None = None) -> Outcome:
+def judged(summary: str, findings: Iterable[Finding], *, facts: Facts | None = None) -> Outcome:
     """FAIL when a finding is an alarm (a warning or an error), else PASS."""
     findings = tuple(findings)
     return Outcome(status_of(findings), summary, findings, facts=facts)
 
 
-def status_of(findings) -> str:
+def status_of(findings: Iterable[Finding]) -> str:
     return FAIL if any(finding.is_alarm for finding in findings) else PASS
 
 

@@ -5,7 +5,7 @@ handler it sets (``func``) takes the parsed arguments and returns the exit code.
 """
 from .gradcheck.cli import add_compare_command
 from .integrations.watch_command import add_watch_command
-from .tools.preflight_command import add_preflight_command
+from .tools.preflight.command import add_preflight_command
 
 
 def add_commands(subparsers):

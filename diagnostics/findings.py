@@ -100,7 +100,7 @@ class Finding:
                              f"got {self.severity!r}")
 
     @property
-    def is_alarm(self):
+    def is_alarm(self) -> bool:
         """A warning or an error: what fails a check and leads a report (an info never does)."""
         return self.severity != "info"
 

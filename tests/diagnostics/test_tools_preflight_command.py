@@ -6,7 +6,7 @@ import textwrap
 import pytest
 
 from diagnostics.errors import DiagnosticsError
-from diagnostics.tools.preflight_command import load_factory
+from diagnostics.tools.preflight.command import load_factory
 from scenarios.cli import main
 
 SCRIPT = """

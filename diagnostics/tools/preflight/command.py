@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import DiagnosticsError, require
+from ...errors import DiagnosticsError, require
 
 DEFAULT_FACTORY = "factory"
 OPTIONAL = ("optimizer", "train_step")
@@ -35,7 +35,7 @@ def add_preflight_command(subparsers):
 
 
 def run_preflight_command(args):
-    from .preflight import preflight
+    from .runner import preflight
 
     try:
         arguments = load_factory(args.target)

@@ -1,0 +1,130 @@
+"""Items that train: overfit one batch (OVERFIT_FAILED, with the default Adam as a second
+opinion on a slow optimizer), and a few steps under a ``Monitor`` with the loss going down
+(LOSS_DIVERGING, LOSS_PLATEAU); the Monitor's findings become ``Facts.watched``."""
+from __future__ import annotations
+
+import math
+
+from ...findings import Finding
+from ...monitor import Monitor
+from .. import _training as T
+from .. import overfit as overfit_tool
+from ..contexts import eval_mode
+from ..overfit import DEFAULT_LR
+from .context import Run
+from .monitored import CLAIMED_CODES
+from .report import FAIL, SKIP, Outcome, failed, judged, passed, skipped, status_of
+
+TRAIN_STEPS = 8           # steps watched by the Monitor
+OVERFIT_STEPS = 200
+
+
+def overfit(run: Run) -> Outcome:
+    result = _overfit_with(run, run.optimizer)
+    if result.inconclusive:   # the loss cannot reach the target by design: nothing to judge
+        return skipped(result.headline, result.findings)
+    if result.passed or run.optimizer is None:
+        return (passed if result.passed else failed)(result.headline, result.findings)
+    run.restore()
+    fallback = _overfit_with(run, None)   # Adam(lr=DEFAULT_LR): is it the optimizer?
+    if not fallback.passed:
+        return failed(result.headline, result.findings)
+    return failed(result.headline, [_slow_optimizer_finding(result, fallback, run.optimizer)])
+
+
+def _overfit_with(run: Run, optimizer):
+    return overfit_tool.run(run.backend, run.batch, optimizer=optimizer,
+                            train_step=run.train_step, steps=OVERFIT_STEPS)
+
+
+def training_steps(run: Run) -> Outcome:
+    """A few steps through ``train_step`` (or a plain step) under a Monitor."""
+    optimizer = T.make_optimizer(run.backend, run.optimizer, lr=DEFAULT_LR)
+    state = run.backend.rng_state()
+    before = _measured_loss(run, state)
+    with T.at_base_rates(optimizer), Monitor(run.backend.model, optimizer, every=1,
+                                             window=TRAIN_STEPS,
+                                             output=run.batch.selector) as monitor:
+        for _ in range(TRAIN_STEPS):
+            monitor.step(_one_step(run, optimizer))
+        report = monitor.report()
+    findings = report.findings
+    skipped_steps = report.mixed_precision.get("skipped_steps", 0)
+    after = _measured_loss(run, state)
+    return _loss_trend(run, before, after, findings, skipped_steps)
+
+
+def _one_step(run: Run, optimizer):
+    """One step; its loss from ``train_step``'s return value, or measured after it. A loss
+    tensor goes to the Monitor as it is: the checks that read its graph (a sigmoid before
+    BCE with logits) need it, not its value."""
+    backend, batch = run.backend, run.batch
+    if run.train_step is None:
+        backend.zero_grad()
+        _, loss = batch.output_and_loss(backend)
+        if math.isfinite(backend.scalar(loss)):
+            backend.backward(loss)
+            optimizer.step()
+        return loss
+    returned = run.train_step(backend.model, (batch.inputs, batch.targets), optimizer)
+    if backend.is_tensor(returned):
+        return returned
+    if isinstance(returned, (int, float)):
+        return backend.scalar(returned)
+    with eval_mode(backend):  # the Monitor would take a train-mode pass for a bug
+        return _measured_loss(run, None)
+
+
+def _measured_loss(run: Run, rng) -> float:
+    """The loss on the batch without a graph; with ``rng``, the same dropout draws each time."""
+    if rng is not None:
+        run.backend.set_rng_state(rng)
+    with run.backend.no_grad():
+        _, loss = run.batch.output_and_loss(run.backend)
+    return run.backend.scalar(loss)
+
+
+def _loss_trend(run: Run, before, after, findings, skipped_steps=0) -> Outcome:
+    """The training steps' own verdict, on the loss and on the Monitor findings no monitored
+    item claims; the facts carry every finding to those items."""
+    facts = run.facts.found(watched=tuple(findings))
+    how = "train_step" if run.train_step is not None else "plain steps"
+    summary = f"loss {before:.4g} -> {after:.4g} after {TRAIN_STEPS} {how}"
+    others = [f for f in findings if f.code not in CLAIMED_CODES]
+    if math.isfinite(after) and after < before:
+        return judged(summary, others, facts=facts)
+    if skipped_steps >= TRAIN_STEPS and after == before:   # a GradScaler finding its scale
+        return Outcome(SKIP if not others else status_of(others),
+                       f"{summary}: the GradScaler skipped all {skipped_steps} steps (inf/NaN "
+                       f"fp16 gradients while its scale comes down), nothing to judge",
+                       tuple(others), facts=facts)
+    if not math.isfinite(after) or after > before:
+        code, message = "LOSS_DIVERGING", f"the loss rose from {before:.4g} to {after:.4g}"
+        hint = "lower the learning rate; check the sign of the loss and of the update"
+    else:
+        code, message = "LOSS_PLATEAU", f"the loss did not move from {before:.4g}"
+        hint = "check that optimizer.step() runs and that the learning rate is not 0"
+    finding = Finding(code, "error", "loss", f"{message} in {TRAIN_STEPS} training steps",
+                      hint, {"before": before, "after": after, "steps": TRAIN_STEPS})
+    return Outcome(FAIL, summary, (finding, *others), facts=facts)
+
+
+def _slow_optimizer_finding(result, fallback, optimizer) -> Finding:
+    """OVERFIT_FAILED as a warning: the user's optimizer cannot memorise the batch in time,
+    the default Adam can, so the model and the loss learn and the settings are slow."""
+    reached = ("reaches its target" if fallback.steps is not None
+               else "comes down to the loss's own floor" if fallback.inconclusive
+               else "is memorising it")
+    steps = fallback.steps if fallback.steps is not None else fallback.max_steps
+    return Finding(
+        "OVERFIT_FAILED", "warning", "loss",
+        f"with your optimizer ({type(optimizer).__name__}, lr {T.lr_text(optimizer)}) the loss "
+        f"went from {result.initial_loss:.4g} to {result.final_loss:.4g} in "
+        f"{result.max_steps} steps without reaching {result.target_loss:.4g}; "
+        f"Adam(lr={DEFAULT_LR:g}) on the same batch "
+        f"{reached} in {steps} steps: the model and the loss can learn, the optimizer "
+        f"settings are slow{T.rate_note(optimizer)}",
+        "raise the learning rate (find_lr suggests one) or use Adam; then run preflight again",
+        {"initial_loss": result.initial_loss, "final_loss": result.final_loss,
+         "steps": result.max_steps, "learning_rates": T.base_rates(optimizer),
+         "adam_steps": fallback.steps, "adam_final_loss": fallback.final_loss})

@@ -39,7 +39,7 @@ def render(injection):
     lines += [f"     {line}" for line in injection.planted] or ["     (nothing)"]
     lines += [f"   Taken out again, the bench is exactly as before: "
               f"{'yes' if injection.reverted else 'NO'}", "",
-              f"3. The diagnostic: {outcome.probe} (expected to raise "
+              f"3. The diagnostic: {outcome.tool} (expected to raise "
               f"{' or '.join(bug.codes)}), {outcome.seconds:.2f} s"]
     if outcome.diagnosis is None:
         lines.append(f"   it raised {outcome.message}")

@@ -8,7 +8,8 @@ import numpy as np
 
 from ..case import FRAMEWORKS, Case, framework_module
 
-__all__ = ["BATCH", "FRAMEWORKS", "STEPS", "Case", "batches", "blobs", "framework_module", "mlp",
+__all__ = ["BATCH", "FRAMEWORKS", "STEPS", "Case", "batches", "blobs", "classifier",
+           "framework_module", "mlp",
            "loop_case", "nll_loss", "simple_loop", "tensors", "torch_module"]
 
 STEPS, BATCH = 40, 16
@@ -52,6 +53,16 @@ def mlp(features=8, hidden=32, outputs=4, *, seed=0, dropout=0.0, framework="tor
         layers.append(fw.nn.Dropout(dropout))
     layers.append(fw.nn.Linear(hidden, outputs))
     return fw.nn.Sequential(*layers)
+
+
+def classifier(framework, *, seed, model_seed=0):
+    """The parts most reproductions start from: ``(fw, model, x, y, loss_fn)``: the framework
+    module, a fresh 8-32-4 MLP (``model_seed``), 4-class blobs (``seed``) as its tensors, and
+    cross-entropy."""
+    fw = framework_module(framework)
+    model = mlp(outputs=4, seed=model_seed, framework=framework)
+    x, y = tensors(*blobs(seed=seed), framework=framework)
+    return fw, model, x, y, fw.nn.CrossEntropyLoss()
 
 
 def nll_loss(log_probs, targets):

@@ -3,7 +3,8 @@
 minigrad has no ``lr_scheduler``; the minigrad twins of the scheduler entries use the few lines
 of a step-decay scheduler a minigrad user writes instead.
 """
-from .case import STEPS, Case, batches, blobs, framework_module, mlp, simple_loop, tensors
+from .case import (STEPS, Case, batches, blobs, classifier, framework_module, mlp, simple_loop,
+                   tensors)
 from .entry import BACKENDS, DIAGNOSED, Entry
 
 EPOCH = 8     # batches per epoch in these reproductions
@@ -30,12 +31,9 @@ def _step_lr(framework, optimizer, *, step_size=1, gamma):
 
 
 def _scheduler(per_batch, framework):
-    fw = framework_module(framework)
-    model = mlp(outputs=4, framework=framework)
-    x, y = tensors(*blobs(seed=14), framework=framework)
+    fw, model, x, y, loss_fn = classifier(framework, seed=14)
     opt = fw.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     scheduler = _step_lr(framework, opt, step_size=2, gamma=0.5)  # meant per epoch
-    loss_fn = fw.nn.CrossEntropyLoss()
 
     def train(after_step):
         for step, start, stop in batches(len(x)):
@@ -63,12 +61,9 @@ def _two_instances(bug, framework):
 
 
 def _scheduler_only(bug, framework):
-    fw = framework_module(framework)
-    model = mlp(outputs=4, framework=framework)
-    x, y = tensors(*blobs(seed=16), framework=framework)
+    fw, model, x, y, loss_fn = classifier(framework, seed=16)
     opt = fw.optim.SGD(model.parameters(), lr=0.05)
     scheduler = _step_lr(framework, opt, gamma=0.99)
-    loss_fn = fw.nn.CrossEntropyLoss()
 
     def train(after_step):
         for _, start, stop in batches(len(x), steps=STEPS):

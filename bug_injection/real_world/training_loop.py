@@ -1,14 +1,11 @@
 """Real-world bugs in the training loop: gradients, graphs and modes across steps."""
-from .case import BATCH, Case, batches, blobs, framework_module, mlp, tensors
+from .case import BATCH, Case, batches, blobs, classifier, framework_module, mlp, tensors
 from .entry import BACKENDS, DIAGNOSED, Entry
 
 
 def _zero_grad(bug, framework):
-    fw = framework_module(framework)
-    model = mlp(outputs=4, framework=framework)
-    x, y = tensors(*blobs(seed=17), framework=framework)
+    fw, model, x, y, loss_fn = classifier(framework, seed=17)
     opt = fw.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    loss_fn = fw.nn.CrossEntropyLoss()
 
     def train(after_step):
         for _, start, stop in batches(len(x)):
@@ -22,11 +19,8 @@ def _zero_grad(bug, framework):
 
 
 def _loss_total(bug, framework):
-    fw = framework_module(framework)
-    model = mlp(outputs=4, framework=framework)
-    x, y = tensors(*blobs(seed=18), framework=framework)
+    fw, model, x, y, loss_fn = classifier(framework, seed=18)
     opt = fw.optim.Adam(model.parameters(), lr=3e-3)
-    loss_fn = fw.nn.CrossEntropyLoss()
 
     def train(after_step):
         total = 0.0
@@ -41,11 +35,8 @@ def _loss_total(bug, framework):
 
 
 def _accumulation(bug, framework, micro=4):
-    fw = framework_module(framework)
-    model = mlp(outputs=4, framework=framework)
-    x, y = tensors(*blobs(seed=19), framework=framework)
+    fw, model, x, y, loss_fn = classifier(framework, seed=19)
     opt = fw.optim.SGD(model.parameters(), lr=0.05)
-    loss_fn = fw.nn.CrossEntropyLoss()
 
     def train(after_step):
         opt.zero_grad()

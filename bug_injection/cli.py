@@ -13,8 +13,8 @@ import sys
 from diagnostics.backends import TORCH_MISSING, torch_installed
 from diagnostics.progress import progress_bar
 
-from .catalog import catalog, get_bug
-from .models import BACKENDS
+from .planted.catalog import catalog, get_bug
+from .reference.models import BACKENDS
 
 KINDS = ("all", "catalogue", "real_world")
 
@@ -109,7 +109,7 @@ def _inject_command(args):
     if backend == "torch" and not torch_installed():
         print(f"gradhunt inject --backend torch: {TORCH_MISSING}", file=sys.stderr)
         return 2
-    from .inject import inject, render as render_injection
+    from .hunt.inject import inject, render as render_injection
 
     injection = inject(get_bug(args.name), backend)
     print(render_injection(injection))

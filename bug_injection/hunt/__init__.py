@@ -4,7 +4,7 @@ The planted part (``planted``: plant, run the tool, judge against the ground tru
 re-exported here; the real-world part scores against recorded statuses
 (``bug_injection.real_world.hunt``). Both run the tools of ``bug_injection.tools``.
 """
-from .planted import (CLEAN, ERROR, FALSE_ALARM, FOUND, MISPLACED, MISSED, HuntResult,
+from .catalogue import (CLEAN, ERROR, FALSE_ALARM, FOUND, MISPLACED, MISSED, HuntResult,
                       Outcome, bench_case, hunt, judge, run_bug, run_control)
 from .runner import ALARMS, single_threaded_torch
 from .table import render

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from . import data, gradient, init, numerics, training_loop, transformer
-from .bench import Bench
-from .models import BACKENDS
-from .tools import TOOLS
+from ..reference.bench import Bench
+from ..reference.models import BACKENDS
+from ..tools import TOOLS
 
 KINDS = ("gradient", "training loop", "init", "numerics", "data")
 

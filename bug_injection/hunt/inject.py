@@ -2,9 +2,10 @@
 points, whether that is the ground truth, and that nothing stayed patched."""
 from dataclasses import dataclass
 
-from .bench import make_bench
-from .hunt import run_bug, single_threaded_torch
-from .state import changes, snapshot
+from ..planted.state import changes, snapshot
+from ..reference.bench import make_bench
+from .catalogue import run_bug
+from .runner import single_threaded_torch
 
 
 @dataclass

@@ -14,14 +14,14 @@ from functools import partial
 
 from diagnostics import Finding
 
-from ..bench import Bench, make_bench
-from ..catalog import Bug, catalog
-from ..loop import train
-from ..models import BACKENDS
-from ..state import changes, snapshot
 from ..case import Case
-from .runner import ALARMS, guarded_run, run_all
+from ..planted.catalog import Bug, catalog
+from ..planted.state import changes, snapshot
+from ..reference.bench import Bench, make_bench
+from ..reference.loop import train
+from ..reference.models import BACKENDS
 from ..tools import Diagnosis, run_tool
+from .runner import ALARMS, guarded_run, run_all
 
 FOUND, MISPLACED, MISSED = "found", "misplaced", "missed"
 CLEAN, FALSE_ALARM = "clean", "false alarm"

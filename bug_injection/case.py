@@ -1,6 +1,6 @@
 """``Case``: what a tool needs from one reproduction, the same for both corpora.
 
-A planted bug's bench becomes a ``Case`` once the bug is in (``hunt.planted.bench_case``); a
+A planted bug's bench becomes a ``Case`` once the bug is in (``hunt.catalogue.bench_case``); a
 real-world entry's factory builds one fresh in ``"torch"`` or ``"minigrad"`` (minigrad mirrors
 torch's API, so a reproduction whose layers minigrad has is written once). ``tools.TOOLS``
 hands it to the tool a bug or entry names.

@@ -2,9 +2,10 @@
 
 Three float32 models, each built twice with the same weights: an MLP 784-512-512-10 on a batch
 of 128, a small CNN (1x28x28, batch 64: conv-relu-pool-conv-relu-pool-linear), and the
-character-level GPT of ``bug_injection/gpt.py`` (4 blocks, width 128, 4 heads, context 64,
-batch 16, tied head, next-token loss on the Zen of Python, AdamW). Steps of the two frameworks
-are interleaved in the same run; the ratio is the median of the ratios of neighbouring steps.
+character-level GPT of ``bug_injection/reference/gpt.py`` (4 blocks, width 128, 4 heads,
+context 64, batch 16, tied head, next-token loss on the Zen of Python, AdamW). Steps of the two
+frameworks are interleaved in the same run; the ratio is the median of the ratios of
+neighbouring steps.
 The last line is the MLP ratio minigrad/torch (the line before, the CNN's; before that the
 GPT's).
 

@@ -13,8 +13,8 @@ import sys
 from diagnostics.backends import TORCH_MISSING, torch_installed
 from diagnostics.progress import progress_bar
 
-from .catalog import catalog, get_bug
-from .models import BACKENDS
+from .planted.catalog import catalog, get_bug
+from .reference.models import BACKENDS
 
 KINDS = ("all", "catalogue", "real_world")
 
@@ -57,8 +57,7 @@ def add_commands(subparsers):
 
 
 def _hunt_command(args):
-    from .hunt import hunt
-    from .table import render as render_table
+    from .hunt import hunt, render as render_table
 
     if args.backend == "torch" and not torch_installed():
         print(f"gradhunt hunt --backend torch: {TORCH_MISSING}", file=sys.stderr)
@@ -90,8 +89,7 @@ def _hunt_command(args):
     else:
         parts = [render_table(result)] if result is not None else []
         if real is not None:
-            from .real_world.hunt import render as render_real_world
-            parts.append(render_real_world(real))
+            parts.append(render_table(real))
         print("\n\n".join(parts))
     return 0 if all(r.passed for r in (result, real) if r is not None) else 1
 
@@ -111,7 +109,7 @@ def _inject_command(args):
     if backend == "torch" and not torch_installed():
         print(f"gradhunt inject --backend torch: {TORCH_MISSING}", file=sys.stderr)
         return 2
-    from .inject import inject, render as render_injection
+    from .hunt.inject import inject, render as render_injection
 
     injection = inject(get_bug(args.name), backend)
     print(render_injection(injection))
@@ -121,8 +119,8 @@ def _inject_command(args):
 def _inject_real_world(name, backend=None):
     """The entry on ``backend``, or on every backend it is reproduced on (torch's if
     installed)."""
-    from .real_world import get_entry, run_entry
-    from .real_world.hunt import RealWorldOutcome, render_entry
+    from .real_world import get_entry
+    from .real_world.hunt import render_entry, run_pair
 
     entry = get_entry(name)
     if backend is not None and backend not in entry.backends:
@@ -134,8 +132,7 @@ def _inject_real_world(name, backend=None):
     if not backends:
         print(f"gradhunt inject {name}: {TORCH_MISSING}", file=sys.stderr)
         return 2
-    outcomes = [RealWorldOutcome(entry, run_entry(entry, "buggy", b), run_entry(entry, "fixed", b))
-                for b in backends]
+    outcomes = [run_pair(entry, b) for b in backends]
     print("\n\n".join(render_entry(entry, o.buggy, o.fixed) for o in outcomes))
     return 0 if all(o.ok for o in outcomes) else 1
 

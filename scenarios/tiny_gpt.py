@@ -1,10 +1,10 @@
 """A character-level GPT in minigrad and torch: trained side by side, then an attention bug
 planted from the catalogue and localized by the gradient check, with a Markdown debugging log.
 
-1. The twins (``bug_injection/gpt.py``: token and position embeddings, pre-LayerNorm blocks of
-   causal self-attention and a GELU MLP, an output head tied to the token embedding) train on
-   the Zen of Python with AdamW in float64: their loss curves agree step by step, and both
-   write the same greedy continuation.
+1. The twins (``bug_injection/reference/gpt.py``: token and position embeddings, pre-LayerNorm
+   blocks of causal self-attention and a GELU MLP, an output head tied to the token embedding)
+   train on the Zen of Python with AdamW in float64: their loss curves agree step by step, and
+   both write the same greedy continuation.
 2. ``attention_mask_not_in_backward`` is planted in the hunt's tiny GPT on both frameworks:
    attention's backward forgets the causal mask its forward applied. ``check_gradients`` must
    name the attention module and its own code ("internal") between its sub-modules.
@@ -144,7 +144,7 @@ class _MarkdownLog:
         self.parts += [
             "# Debugging log: an attention backward that forgets the causal mask", "",
             "A character-level GPT, written once for both frameworks "
-            "(`bug_injection/gpt.py`), trained on the Zen of Python:", "",
+            "(`bug_injection/reference/gpt.py`), trained on the Zen of Python:", "",
             "```", repr(model), "```", "",
             f"{steps} AdamW steps in float64, minigrad and torch side by side: loss "
             f"{curve[0]:.6f} -> {curve[-1]:.6f} (minigrad), {twin_curve[0]:.6f} -> "

@@ -6,7 +6,8 @@ current status in gradhunt on each backend.
 through its tool; ``hunt_real_world()`` runs them all and scores them (``gradhunt hunt``).
 """
 from .corpus import corpus, get_entry
-from .entry import CATEGORIES, Entry
+from .entry import CATEGORIES, CLEAN, DIAGNOSED, Entry, Status, false_alarm, missed, symptom
 from .run import Run, run_entry
 
-__all__ = ["CATEGORIES", "Entry", "Run", "corpus", "get_entry", "run_entry"]
+__all__ = ["CATEGORIES", "CLEAN", "DIAGNOSED", "Entry", "Run", "Status", "corpus", "false_alarm",
+           "get_entry", "missed", "run_entry", "symptom"]

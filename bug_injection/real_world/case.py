@@ -1,54 +1,18 @@
-"""``Case``: one reproduction, built fresh: the user's model, loss, optimizer, loop and data.
+"""What the corpus's reproductions are built from: data, tensors, an MLP, the plain loop.
 
-A corpus entry's ``buggy(framework)`` and ``fixed(framework)`` each return a ``Case`` built in
-``"torch"`` or ``"minigrad"`` (minigrad mirrors torch's API, so a reproduction whose layers
-minigrad has is written once); the runner hands it to the tool the entry names. Everything
-is tiny and seeded so that a case runs in well under a second on a CPU and gives the same
-findings every time.
+A corpus entry's factory returns a ``Case`` (``bug_injection.case``) built in ``"torch"`` or
+``"minigrad"``; the runner hands it to the tool the entry names. Everything is tiny and seeded
+so that a case runs in well under a second on a CPU and gives the same findings every time.
 """
-from dataclasses import dataclass, field
-from typing import Callable
-
 import numpy as np
 
+from ..case import FRAMEWORKS, Case, framework_module
+
+__all__ = ["BATCH", "FRAMEWORKS", "STEPS", "Case", "batches", "blobs", "classifier",
+           "framework_module", "mlp",
+           "loop_case", "nll_loss", "simple_loop", "tensors", "torch_module"]
+
 STEPS, BATCH = 40, 16
-
-
-@dataclass(kw_only=True)
-class Case:
-    """What the tools need from a reproduction; fields a tool does not use stay None.
-
-    ``train(after_step)`` runs the user's loop and calls ``after_step(loss)`` after every
-    optimizer step (the Monitor's ``step``). ``scaler``: the loop's GradScaler, handed to
-    the Monitor as a user with AMP does (``Monitor(scaler=...)``). ``inputs``/``targets``: one
-    training batch (preflight, check_gradients, batch independence). ``data``: the keyword
-    arguments of ``validate_data``. ``label_batches``: the labels of the batches in the order
-    the loop trains on them."""
-
-    model: object = None
-    loss_fn: Callable | None = None
-    optimizer: object = None
-    train: Callable | None = None
-    scaler: object = None
-    inputs: object = None
-    targets: object = None
-    causal: bool = False
-    data: dict = field(default_factory=dict)
-    label_batches: list | None = None
-
-
-FRAMEWORKS = ("torch", "minigrad")
-
-
-def framework_module(framework):
-    """The ``torch`` or ``minigrad`` module, imported on first use."""
-    if framework == "torch":
-        import torch
-        return torch
-    if framework == "minigrad":
-        import minigrad
-        return minigrad
-    raise ValueError(f"framework: expected one of {FRAMEWORKS}, got {framework!r}")
 
 
 def torch_module():
@@ -91,6 +55,16 @@ def mlp(features=8, hidden=32, outputs=4, *, seed=0, dropout=0.0, framework="tor
     return fw.nn.Sequential(*layers)
 
 
+def classifier(framework, *, seed, model_seed=0):
+    """The parts most reproductions start from: ``(fw, model, x, y, loss_fn)``: the framework
+    module, a fresh 8-32-4 MLP (``model_seed``), 4-class blobs (``seed``) as its tensors, and
+    cross-entropy."""
+    fw = framework_module(framework)
+    model = mlp(outputs=4, seed=model_seed, framework=framework)
+    x, y = tensors(*blobs(seed=seed), framework=framework)
+    return fw, model, x, y, fw.nn.CrossEntropyLoss()
+
+
 def nll_loss(log_probs, targets):
     """``nn.NLLLoss()`` for minigrad, which lacks it: minus the mean target log-probability."""
     return -log_probs.gather(1, targets[:, None]).mean()
@@ -106,3 +80,10 @@ def simple_loop(model, optimizer, loss_fn, x, y, *, steps=STEPS, size=BATCH):
             optimizer.step()
             after_step(loss)
     return train
+
+
+def loop_case(model, optimizer, loss_fn, x, y, **fields) -> Case:
+    """The usual reproduction: ``simple_loop`` over ``(x, y)``, its first batch for the
+    one-batch tools (preflight, gradcheck), and any other ``Case`` ``fields``."""
+    return Case(model=model, optimizer=optimizer, loss_fn=loss_fn, inputs=x[:BATCH],
+                targets=y[:BATCH], train=simple_loop(model, optimizer, loss_fn, x, y), **fields)

@@ -4,12 +4,10 @@ Each Function is written for torch (``torch.autograd.Function``: tensors in ``fo
 for its minigrad twin, for minigrad (``minigrad.Function``: NumPy arrays in ``forward`` and
 ``backward``); the backward, where the bug sits, is the same line in both.
 """
-from functools import partial
-
 import numpy as np
 
 from .case import Case, blobs, framework_module, nll_loss, tensors
-from .entry import BACKENDS, Entry
+from .entry import BACKENDS, DIAGNOSED, Entry
 
 
 def _function_base(framework):
@@ -135,27 +133,27 @@ ENTRIES = (
           category="custom autograd",
           root_cause="my ISRLU Function's backward returns the local derivative nisr**3 and "
                      "forgets to multiply it by grad_output",
-          buggy=partial(_isrlu_model, True), fixed=partial(_isrlu_model, False),
-          tool="check_gradients", codes=("GRADIENT_MISMATCH",),
+          reproduce=_isrlu_model,
+          tool="gradcheck", codes=("GRADIENT_MISMATCH",),
           expected="GRADIENT_MISMATCH at '1', the ISRLU module (check_gradients)",
-          location="1", status="diagnosed", backends=BACKENDS),
+          location="1", status=DIAGNOSED, backends=BACKENDS),
     Entry(name="prod_backward_drops_sign",
           source="pytorch/pytorch#995",
           category="custom autograd",
           root_cause="the backward of prod does not multiply by grad_output, so the gradient of "
                      "-x.prod() comes out with the wrong sign",
-          buggy=partial(_product_model, True), fixed=partial(_product_model, False),
-          tool="check_gradients", codes=("GRADIENT_MISMATCH",),
+          reproduce=_product_model,
+          tool="gradcheck", codes=("GRADIENT_MISMATCH",),
           expected="GRADIENT_MISMATCH at 'gate' (check_gradients)",
-          location="gate", status="diagnosed", backends=BACKENDS),
+          location="gate", status=DIAGNOSED, backends=BACKENDS),
     Entry(name="total_score_backward_ignores_gradient",
           source="k2-fsa/k2#341",
           category="custom autograd",
           root_cause="the backward of get_tot_scores returns the arc posteriors without "
                      "multiplying by the gradient at the output, so the update has the wrong "
                      "sign when the loss is minus the total score",
-          buggy=partial(_total_scores_model, True), fixed=partial(_total_scores_model, False),
-          tool="check_gradients", codes=("GRADIENT_MISMATCH",),
+          reproduce=_total_scores_model,
+          tool="gradcheck", codes=("GRADIENT_MISMATCH",),
           expected="GRADIENT_MISMATCH at '3', the normalising module (check_gradients)",
-          location="3", status="diagnosed", backends=BACKENDS),
+          location="3", status=DIAGNOSED, backends=BACKENDS),
 )

@@ -1,10 +1,8 @@
 """Real-world bugs in the data pipeline: order, label range, scaling, splits."""
-from functools import partial
-
 import numpy as np
 
 from .case import BATCH, STEPS, Case, blobs, framework_module, mlp, simple_loop, tensors
-from .entry import BACKENDS, Entry
+from .entry import BACKENDS, DIAGNOSED, Entry
 
 
 def _sorted_batches(shuffled, framework):
@@ -59,34 +57,34 @@ ENTRIES = (
           category="data pipeline",
           root_cause="my DataLoader had shuffle=False on data stored class by class, so every "
                      "batch held one class and validation accuracy sat at 2-3%",
-          buggy=partial(_sorted_batches, False), fixed=partial(_sorted_batches, True),
+          reproduce=lambda bug, framework: _sorted_batches(not bug, framework),
           tool="label_order", codes=("LABELS_SORTED",),
           expected="LABELS_SORTED (check_batch_label_order on the loader's first batches)",
-          status="diagnosed", backends=BACKENDS),
+          status=DIAGNOSED, backends=BACKENDS),
     Entry(name="labels_start_at_one_extra_unit",
           source="https://community.deeplearning.ai/t/using-keras-tokenizer-yields-values-that-"
                  "start-at-1-rather-than-at-0/204963",
           category="data pipeline",
           root_cause="the tokenizer gives labels starting at 1, so I added one output unit "
                      "instead of subtracting 1, and unit 0 is never a target",
-          buggy=partial(_one_based_labels, True), fixed=partial(_one_based_labels, False),
+          reproduce=_one_based_labels,
           tool="validate_data", codes=("LABEL_RANGE",),
-          expected="LABEL_RANGE (validate_data with num_classes)", status="diagnosed",
+          expected="LABEL_RANGE (validate_data with num_classes)", status=DIAGNOSED,
           backends=BACKENDS),
     Entry(name="pixels_not_normalized",
           source="mks0601/3DMPPE_POSENET_RELEASE#69",
           category="data pipeline",
           root_cause="the images went into the network as raw 0..255 pixel values; I forgot "
                      "to divide by 255 and normalise",
-          buggy=partial(_pixels, False), fixed=partial(_pixels, True),
+          reproduce=lambda bug, framework: _pixels(not bug, framework),
           tool="validate_data", codes=("UNNORMALIZED_INPUT",),
-          expected="UNNORMALIZED_INPUT (validate_data)", status="diagnosed", backends=BACKENDS),
+          expected="UNNORMALIZED_INPUT (validate_data)", status=DIAGNOSED, backends=BACKENDS),
     Entry(name="test_rows_in_training_set",
           source="stefyste/RIAWELC#2",
           category="data pipeline",
           root_cause="overlapping patches were split at random, so test images are byte-for-"
                      "byte copies of training images and the test accuracy is inflated",
-          buggy=partial(_split, True), fixed=partial(_split, False),
+          reproduce=_split,
           tool="validate_data", codes=("DATA_LEAKAGE",),
-          expected="DATA_LEAKAGE (validate_data)", status="diagnosed", backends=BACKENDS),
+          expected="DATA_LEAKAGE (validate_data)", status=DIAGNOSED, backends=BACKENDS),
 )

@@ -44,6 +44,6 @@ def _verdicts(entry):
 
 
 def _statuses(entry):
-    if isinstance(entry.status, str):
+    if not isinstance(entry.status, dict):
         return f"{entry.status} (on {' and '.join(entry.backends)})"
     return "; ".join(f"{backend}: {entry.status_on(backend)}" for backend in entry.backends)

@@ -1,8 +1,6 @@
 """Real-world bugs in evaluation passes: dropout left on while evaluating."""
-from functools import partial
-
 from .case import Case, batches, blobs, framework_module, mlp, tensors
-from .entry import BACKENDS, Entry
+from .entry import BACKENDS, DIAGNOSED, Entry
 
 
 def _loop_with_validation(model, framework, *, eval_mode, steps_per_epoch=8):
@@ -83,28 +81,28 @@ ENTRIES = (
           category="evaluation passes",
           root_cause="the validation pass never calls model.eval(), so dropout is still on "
                      "while I measure validation loss and accuracy",
-          buggy=partial(_no_eval, True), fixed=partial(_no_eval, False),
+          reproduce=_no_eval,
           tool="monitor", codes=("TRAIN_MODE_AT_EVAL",),
-          expected="TRAIN_MODE_AT_EVAL (Monitor)", status="diagnosed", backends=BACKENDS),
+          expected="TRAIN_MODE_AT_EVAL (Monitor)", status=DIAGNOSED, backends=BACKENDS),
     Entry(name="functional_dropout_ignores_eval",
           source="pytorch/pytorch#26338; rixwew/pytorch-fm#21",
           category="evaluation passes",
           root_cause="I call F.dropout(x, p) in forward without training=self.training, so "
                      "dropout stays on after model.eval()",
-          buggy=partial(_functional_dropout, True), fixed=partial(_functional_dropout, False),
+          reproduce=_functional_dropout,
           tool="monitor", codes=("DROPOUT_IGNORES_EVAL",),
           expected="DROPOUT_IGNORES_EVAL (Monitor: a validation pass replayed twice, "
                    "F.dropout's output zeroes different entries)",
-          status="diagnosed", backends=BACKENDS),
+          status=DIAGNOSED, backends=BACKENDS),
     Entry(name="own_training_flag_never_flipped",
           source="d2l-ai/d2l-en#1093",
           category="evaluation passes",
           root_cause="my from-scratch dropout is switched by my own is_training attribute, "
                      "which model.eval() does not change, so test accuracy is measured with "
                      "dropout",
-          buggy=partial(_own_flag, True), fixed=partial(_own_flag, False),
+          reproduce=_own_flag,
           tool="monitor", codes=("DROPOUT_IGNORES_EVAL",),
           expected="DROPOUT_IGNORES_EVAL (Monitor: a validation pass replayed twice, the "
                    "masked product zeroes different entries)",
-          status="diagnosed", backends=BACKENDS),
+          status=DIAGNOSED, backends=BACKENDS),
 )

@@ -7,12 +7,15 @@ recorded fixed status (clean, or a recorded false alarm). The score counts the p
 at their root cause and the fixed twins that are clean, so a check that starts diagnosing an
 entry, or a false alarm that goes away, shows as a changed status to record.
 """
-import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
+from ..hunt import table
+from ..hunt.runner import ALARMS, run_all
 from .corpus import corpus
-from .entry import BACKENDS
-from .run import run_entry
+from .entry import BACKENDS, Entry
+from .run import Run, run_entry
 
 HEADERS = ("real-world bug", "backend", "category", "tool", "found", "status", "fixed twin",
            "check")
@@ -20,16 +23,18 @@ HEADERS = ("real-world bug", "backend", "category", "tool", "found", "status", "
 
 @dataclass
 class RealWorldOutcome:
-    entry: object
-    buggy: object        # Run
-    fixed: object        # Run
+    """One entry on one backend: its buggy and its fixed twin's runs."""
+
+    entry: Entry
+    buggy: Run
+    fixed: Run
 
     @property
-    def backend(self):
+    def backend(self) -> str:
         return self.buggy.backend
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         """The buggy twin matches the status recorded for its backend, the fixed twin its
         fixed status."""
         entry, backend = self.entry, self.backend
@@ -38,7 +43,13 @@ class RealWorldOutcome:
                 and self.fixed.verdict == entry.fixed_verdict(backend)
                 and set(entry.false_alarm_codes(backend)) <= set(self.fixed.codes))
 
-    def to_dict(self):
+    def row(self) -> tuple[str, ...]:
+        """This pair's row of the real-world table."""
+        return (self.entry.name, self.backend, self.entry.category, self.entry.tool,
+                ", ".join(self.buggy.codes) or "-", self.buggy.verdict, self.fixed.verdict,
+                "ok" if self.ok else "CHANGED")
+
+    def to_dict(self) -> dict:
         return {"name": self.entry.name, "backend": self.backend, "source": self.entry.source,
                 "category": self.entry.category, "tool": self.entry.tool,
                 "expected": self.entry.expected,
@@ -53,23 +64,40 @@ class RealWorldOutcome:
 
 @dataclass
 class RealWorldResult:
-    outcomes: list
+    """Every (entry, backend) pair's outcome; ``passed`` when each matches its record."""
+
+    outcomes: list[RealWorldOutcome]
     seconds: float
+    headers = HEADERS
 
     @property
-    def passed(self):
+    def passed(self) -> bool:
         return all(o.ok for o in self.outcomes)
 
-    def runs(self):
+    def runs(self) -> str:
         """How many (entry, backend) pairs ran, in words: per backend and their entries."""
-        per_backend = {}
+        per_backend: dict[str, int] = {}
         for outcome in self.outcomes:
             per_backend[outcome.backend] = per_backend.get(outcome.backend, 0) + 1
         entries = len({o.entry.name for o in self.outcomes})
         return ", ".join([f"{entries} entries", *(f"{n} on {backend}" for backend, n
                                                   in per_backend.items())])
 
-    def score(self):
+    def sections(self) -> list[list[tuple[str, ...]]]:
+        return [[o.row() for o in self.outcomes]]
+
+    def notes(self) -> list[str]:
+        """A line for each pair that differs from its recorded status."""
+        return [f"CHANGED: {o.entry.name} on {o.backend}: recorded "
+                f"'{o.entry.status_on(o.backend)}' / fixed "
+                f"'{o.entry.fixed_status_on(o.backend)}', now {o.buggy.verdict} "
+                f"{o.buggy.codes} / fixed "
+                f"{o.fixed.verdict} {o.fixed.codes}"
+                + (f" ({o.buggy.message or o.fixed.message})"
+                   if o.buggy.message or o.fixed.message else "")
+                for o in self.outcomes if not o.ok]
+
+    def score(self) -> str:
         total = len(self.outcomes)
         diagnosed = sum(o.buggy.verdict == "diagnosed" for o in self.outcomes)
         symptom = sum(o.buggy.verdict == "symptom" for o in self.outcomes)
@@ -80,7 +108,7 @@ class RealWorldResult:
                 f"clean; {changed} differ from the recorded status ({self.runs()}), "
                 f"in {self.seconds:.1f} s")
 
-    def to_dict(self):
+    def to_dict(self) -> dict:
         return {"passed": self.passed, "seconds": round(self.seconds, 2),
                 "diagnosed": sum(o.buggy.verdict == "diagnosed" for o in self.outcomes),
                 "entries": len({o.entry.name for o in self.outcomes}),
@@ -89,7 +117,9 @@ class RealWorldResult:
                 "outcomes": [o.to_dict() for o in self.outcomes]}
 
 
-def hunt_real_world(*, names=None, backends=BACKENDS, progress=None):
+def hunt_real_world(*, names: Iterable[str] | None = None, backends: Sequence[str] = BACKENDS,
+                    progress: Callable[[int, int, RealWorldOutcome], None] | None = None,
+                    ) -> RealWorldResult:
     """Run the corpus (or the entries called ``names``) on each of ``backends`` it is
     reproduced on; ``progress(done, total, outcome)``."""
     unknown_backends = set(backends) - set(BACKENDS)
@@ -99,48 +129,27 @@ def hunt_real_world(*, names=None, backends=BACKENDS, progress=None):
     unknown = set(names or ()) - {e.name for e in entries}
     if unknown:
         raise KeyError(f"no real-world entry called {', '.join(sorted(unknown))}")
-    pairs = [(entry, backend) for entry in entries for backend in entry.backends
-             if backend in backends]
-    start = time.perf_counter()
-    outcomes = []
-    for entry, backend in pairs:
-        outcomes.append(RealWorldOutcome(entry, run_entry(entry, "buggy", backend),
-                                         run_entry(entry, "fixed", backend)))
-        if progress is not None:
-            progress(len(outcomes), len(pairs), outcomes[-1])
-    return RealWorldResult(outcomes, time.perf_counter() - start)
+    jobs = [partial(run_pair, entry, backend) for entry in entries for backend in entry.backends
+            if backend in backends]
+    outcomes, seconds = run_all(jobs, backends=backends, progress=progress)
+    return RealWorldResult(outcomes, seconds)
 
 
-def render(result):
+def run_pair(entry: Entry, backend: str) -> RealWorldOutcome:
+    """Both twins of ``entry`` on ``backend``."""
+    return RealWorldOutcome(entry, run_entry(entry, "buggy", backend),
+                            run_entry(entry, "fixed", backend))
+
+
+def render(result: RealWorldResult) -> str:
     """The real-world table and its score line."""
-    rows = [(o.entry.name, o.backend, o.entry.category, o.entry.tool,
-             ", ".join(o.buggy.codes) or "-",
-             o.buggy.verdict, o.fixed.verdict, "ok" if o.ok else "CHANGED")
-            for o in result.outcomes]
-    widths = [max(len(str(r[i])) for r in [HEADERS, *rows]) for i in range(len(HEADERS))]
-
-    def line(cells):
-        return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
-
-    lines = [line(HEADERS), line(["-" * w for w in widths]), *(line(r) for r in rows)]
-    changed = [o for o in result.outcomes if not o.ok]
-    if changed:
-        lines.append("")
-        lines += [f"CHANGED: {o.entry.name} on {o.backend}: recorded "
-                  f"'{o.entry.status_on(o.backend)}' / fixed "
-                  f"'{o.entry.fixed_status_on(o.backend)}', now {o.buggy.verdict} "
-                  f"{o.buggy.codes} / fixed "
-                  f"{o.fixed.verdict} {o.fixed.codes}"
-                  + (f" ({o.buggy.message or o.fixed.message})"
-                     if o.buggy.message or o.fixed.message else "") for o in changed]
-    lines += ["", result.score()]
-    return "\n".join(lines)
+    return table.render(result)
 
 
-def render_entry(entry, buggy, fixed):
+def render_entry(entry: Entry, buggy: Run, fixed: Run) -> str:
     """One entry on one backend (its runs'), step by step, for ``gradhunt inject NAME``."""
     def findings(run):
-        shown = [f for f in run.findings if f.severity in ("warning", "error")]
+        shown = [f for f in run.findings if f.severity in ALARMS]
         text = [f"     {line}" for f in shown for line in str(f).splitlines()]
         return text or [f"     (no warning or error){': ' + run.message if run.message else ''}"]
 

@@ -3,12 +3,10 @@
 minigrad has no ``nn.Softmax``, ``nn.LogSoftmax`` or ``nn.NLLLoss``; the minigrad twins of
 the softmax entries use the one-line module and loss function a minigrad user writes instead.
 """
-from functools import partial
-
 import numpy as np
 
-from .case import Case, blobs, framework_module, mlp, nll_loss, simple_loop, tensors
-from .entry import BACKENDS, Entry
+from .case import blobs, framework_module, loop_case, mlp, nll_loss, tensors
+from .entry import BACKENDS, DIAGNOSED, Entry
 
 
 def _classifier(framework, *, head, loss, optimizer="adam", seed=11):
@@ -20,8 +18,7 @@ def _classifier(framework, *, head, loss, optimizer="adam", seed=11):
     x, y = tensors(*blobs(seed=seed), framework=framework)
     opt = (fw.optim.Adam(model.parameters(), lr=3e-3) if optimizer == "adam"
            else fw.optim.SGD(model.parameters(), lr=0.1))
-    return Case(model=model, optimizer=opt, loss_fn=loss, inputs=x[:16], targets=y[:16],
-                train=simple_loop(model, opt, loss, x, y))
+    return loop_case(model, opt, loss, x, y)
 
 
 VOCAB, POSITIONS = 16, 12
@@ -54,8 +51,7 @@ def _token_lm(framework, *, labels, loss_shifts):
         return F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1))
 
     opt = fw.optim.Adam(model.parameters(), lr=1e-2)
-    return Case(model=model, optimizer=opt, loss_fn=loss, inputs=x[:16], targets=y[:16],
-                causal=True, train=simple_loop(model, opt, loss, x, y))
+    return loop_case(model, opt, loss, x, y, causal=True)
 
 
 def _softmax(framework, *, log=False):
@@ -91,8 +87,7 @@ def _double_sigmoid(bug, framework):
     model = nn.Sequential(*layers, nn.Sigmoid()) if bug else nn.Sequential(*layers)
     opt = fw.optim.Adam(model.parameters(), lr=3e-3)
     loss = nn.BCEWithLogitsLoss()
-    return Case(model=model, optimizer=opt, loss_fn=loss, inputs=x[:16], targets=y[:16],
-                train=simple_loop(model, opt, loss, x, y))
+    return loop_case(model, opt, loss, x, y)
 
 
 def _regression(bug, framework):
@@ -105,8 +100,7 @@ def _regression(bug, framework):
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
     opt = fw.optim.Adam(model.parameters(), lr=3e-3)
     loss = nn.MSELoss()
-    return Case(model=model, optimizer=opt, loss_fn=loss, inputs=x[:16], targets=t[:16],
-                train=simple_loop(model, opt, loss, x, t))
+    return loop_case(model, opt, loss, x, t)
 
 
 ENTRIES = (
@@ -115,61 +109,61 @@ ENTRIES = (
           category="loss",
           root_cause="I put a softmax at the end of the model and fed its probabilities to "
                      "nn.CrossEntropyLoss, which applies log-softmax itself",
-          buggy=partial(_softmax_ce, True), fixed=partial(_softmax_ce, False),
+          reproduce=_softmax_ce,
           tool="monitor", codes=("PROBABILITIES_AS_LOGITS",),
           expected="PROBABILITIES_AS_LOGITS at the Softmax module (Monitor): the output rows "
                    "are probabilities and the loss's gradient on them is cross-entropy's",
-          location="1", status="diagnosed", backends=BACKENDS),
+          location="1", status=DIAGNOSED, backends=BACKENDS),
     Entry(name="sigmoid_before_bce_with_logits",
           source="yudi-mars/daisyRec#15; Turoad/lanedet#32",
           category="loss",
           root_cause="my model ends in a sigmoid and I train it with BCEWithLogitsLoss, so the "
                      "sigmoid is applied twice and the loss does not converge",
-          buggy=partial(_double_sigmoid, True), fixed=partial(_double_sigmoid, False),
+          reproduce=_double_sigmoid,
           tool="monitor", codes=("PROBABILITIES_AS_LOGITS",),
           expected="PROBABILITIES_AS_LOGITS at the Sigmoid module (Monitor): the loss's "
                    "autograd graph feeds SigmoidBackward0 to "
                    "BinaryCrossEntropyWithLogitsBackward0",
-          location="3", status="diagnosed", backends=BACKENDS),
+          location="3", status=DIAGNOSED, backends=BACKENDS),
     Entry(name="softmax_into_nll_loss",
           source="AnubhavGupta3377/Text-Classification-Models-Pytorch#9; clvrai/ACGAN-PyTorch#4",
           category="loss",
           root_cause="my model ends in softmax, not log_softmax, and I train it with NLLLoss, so "
                      "the loss is negative and pushes probabilities instead of log-probabilities",
-          buggy=partial(_softmax_nll, True), fixed=partial(_softmax_nll, False),
+          reproduce=_softmax_nll,
           tool="monitor", codes=("PROBABILITIES_AS_LOGITS",),
           expected="PROBABILITIES_AS_LOGITS at the Softmax module (Monitor): probability rows, "
                    "a gradient that picks the target's entry as NLLLoss does, a negative loss",
-          location="1", status="diagnosed", backends=BACKENDS),
+          location="1", status=DIAGNOSED, backends=BACKENDS),
     Entry(name="lm_labels_not_shifted",
           source="huggingface/transformers#27517; macrocosm-os/pretraining#64",
           category="loss",
           root_cause="I pass labels = input_ids, as for GPT-2, but my causal LM's loss does not "
                      "shift them, so each position is trained to output its own input token: "
                      "the model copies its input and the training loss goes to almost zero",
-          buggy=lambda framework: _token_lm(framework, labels="inputs", loss_shifts=False),
-          fixed=lambda framework: _token_lm(framework, labels="inputs", loss_shifts=True),
+          reproduce=lambda bug, framework: _token_lm(framework, labels="inputs",
+                                                     loss_shifts=not bug),
           tool="preflight", codes=("TARGETS_MISALIGNED",),
           expected="TARGETS_MISALIGNED (preflight, causal=True): the loss's gradient on the "
                    "logits pulls position t towards input token t itself",
-          location="loss", status="diagnosed", backends=BACKENDS),
+          location="loss", status=DIAGNOSED, backends=BACKENDS),
     Entry(name="lm_labels_shifted_twice",
           source="huggingface/transformers#562; huggingface/transformers#44642",
           category="loss",
           root_cause="I shifted the labels by one in preprocessing, and the model's loss shifts "
                      "them again, so it learns to predict the token after next",
-          buggy=lambda framework: _token_lm(framework, labels="shifted", loss_shifts=True),
-          fixed=lambda framework: _token_lm(framework, labels="inputs", loss_shifts=True),
+          reproduce=lambda bug, framework: _token_lm(
+              framework, labels="shifted" if bug else "inputs", loss_shifts=True),
           tool="preflight", codes=("TARGETS_MISALIGNED",),
           expected="TARGETS_MISALIGNED (preflight, causal=True): position t is pulled towards "
                    "input token t + 2",
-          location="loss", status="diagnosed", backends=BACKENDS),
+          location="loss", status=DIAGNOSED, backends=BACKENDS),
     Entry(name="regression_target_broadcast",
           source="deepset-ai/FARM#229; Photon-AI-Research/NeuralSolvers#20",
           category="loss",
           root_cause="my regression head outputs (N, 1) and the targets are (N,), so MSELoss "
                      "broadcasts to (N, N) and compares every output with every target",
-          buggy=partial(_regression, True), fixed=partial(_regression, False),
+          reproduce=_regression,
           tool="preflight", codes=("SHAPE_BROADCAST",),
-          expected="SHAPE_BROADCAST (preflight)", status="diagnosed", backends=BACKENDS),
+          expected="SHAPE_BROADCAST (preflight)", status=DIAGNOSED, backends=BACKENDS),
 )

@@ -1,6 +1,6 @@
 """Real-world bugs in mixed-precision training: scaled gradients, fp16 optimizer state."""
 from .case import Case, batches, blobs, mlp, tensors, torch_module
-from .entry import Entry
+from .entry import DIAGNOSED, Entry
 
 
 def _clipping(bug):
@@ -70,25 +70,25 @@ ENTRIES = (
           category="mixed precision",
           root_cause="I clip with clip_grad_norm_ before scaler.unscale_, so the threshold "
                      "applies to gradients scaled by 65536 and the loss stops decreasing",
-          buggy=lambda _: _clipping(True), fixed=lambda _: _clipping(False),
+          reproduce=lambda bug, _: _clipping(bug),
           tool="monitor", codes=("CLIP_BEFORE_UNSCALE",),
-          expected="CLIP_BEFORE_UNSCALE (Monitor given the scaler)", status="diagnosed",
+          expected="CLIP_BEFORE_UNSCALE (Monitor given the scaler)", status=DIAGNOSED,
           location="optimizer"),
     Entry(name="adam_eps_underflows_in_half",
           source="afiaka87/glide-finetune#5; pytorch/pytorch#8860",
           category="mixed precision",
           root_cause="I train a model.half() with Adam's default eps=1e-8, which is 0 in "
                      "float16, so the update divides by zero and the loss turns NaN",
-          buggy=lambda _: _half_adam(True), fixed=lambda _: _half_adam(False),
+          reproduce=lambda bug, _: _half_adam(bug),
           tool="monitor", codes=("EPS_UNDERFLOWS",),
           expected="EPS_UNDERFLOWS (Monitor, at the first step, before the NaN)",
-          status="diagnosed", location="optimizer"),
+          status=DIAGNOSED, location="optimizer"),
     Entry(name="bf16_path_skips_zero_grad",
           source="facebookresearch/nwm#16",
           category="mixed precision",
           root_cause="opt.zero_grad() sits in the branch for bfloat16 disabled, so with "
                      "bfloat16 enabled gradients accumulate silently",
-          buggy=lambda _: _bf16_path(True), fixed=lambda _: _bf16_path(False),
+          reproduce=lambda bug, _: _bf16_path(bug),
           tool="monitor", codes=("STALE_GRADIENTS",),
-          expected="STALE_GRADIENTS (Monitor)", status="diagnosed"),
+          expected="STALE_GRADIENTS (Monitor)", status=DIAGNOSED),
 )

@@ -1,10 +1,8 @@
 """Real-world bugs in the model definition: axes, masks, registration, cut graphs."""
-from functools import partial
-
 import numpy as np
 
 from .case import Case, blobs, framework_module, simple_loop, tensors, torch_module
-from .entry import BACKENDS, Entry
+from .entry import BACKENDS, DIAGNOSED, Entry
 
 
 def _sequences(rows=24, steps=6, features=5, *, seed=5):
@@ -235,76 +233,76 @@ ENTRIES = (
           category="model definition",
           root_cause="I set batch_first=True on the CRNN's LSTM for deployment but still feed "
                      "it (seq, batch, features), so it runs along the batch",
-          buggy=lambda _: _crnn(True), fixed=lambda _: _crnn(False),
+          reproduce=lambda bug, _: _crnn(bug),
           tool="batch_independence", codes=("BATCH_MIXING",),
           expected="BATCH_MIXING (check_batch_independence; no module named: the LSTM's "
                    "input is not batch-first, so the mixing is located only to the model)",
-          status="diagnosed"),
+          status=DIAGNOSED),
     Entry(name="attention_without_batch_first",
           source="aipixel/AEMatter#3; om-ai-lab/OmDet#19",
           category="model definition",
           root_cause="the tokens are prepared batch-first but nn.MultiheadAttention was built "
                      "with the default batch_first=False, so it attends across the batch",
-          buggy=lambda _: _attention(False), fixed=lambda _: _attention(True),
+          reproduce=lambda bug, _: _attention(not bug),
           tool="batch_independence", codes=("BATCH_MIXING",),
           expected="BATCH_MIXING at 'attn' (check_batch_independence)",
-          location="attn", status="diagnosed"),
+          location="attn", status=DIAGNOSED),
     Entry(name="view_swaps_batch_and_queries",
           source="Jingkang50/OpenPSG#56",
           category="model definition",
           root_cause="I used view to turn (queries, batch, dim) into (batch, queries, dim), "
                      "which reshuffles queries of different images instead of transposing",
-          buggy=lambda _: _queries(False), fixed=lambda _: _queries(True),
+          reproduce=lambda bug, _: _queries(not bug),
           tool="batch_independence", codes=("BATCH_MIXING",),
-          expected="BATCH_MIXING (check_batch_independence)", status="diagnosed"),
+          expected="BATCH_MIXING (check_batch_independence)", status=DIAGNOSED),
     Entry(name="causal_mask_missing",
           source="huggingface/transformers#48745; karpathy/nanoGPT#331",
           category="model definition",
           root_cause="my decoder is not causal: each position sees the tokens after it, so "
                      "the language-model loss collapses to almost zero",
-          buggy=lambda _: _causal_lm(False), fixed=lambda _: _causal_lm(True),
+          reproduce=lambda bug, _: _causal_lm(not bug),
           tool="batch_independence", codes=("CAUSALITY_LEAK",),
           expected="CAUSALITY_LEAK at the last self-attention layer (check_batch_independence, "
                    "causal=True)",
           location="blocks.layers.1.self_attn",
-          status="diagnosed"),
+          status=DIAGNOSED),
     Entry(name="causal_mask_value_too_weak",
           source="karpathy/minGPT#75; huggingface/transformers#17121",
           category="model definition",
           root_cause="the causal mask sets future scores to -1e4 instead of -inf; training drove "
                      "the real scores below -1e4, so attention goes to the future tokens and "
                      "training loss is near zero while generation fails",
-          buggy=lambda _: _weak_mask(-1e4), fixed=lambda _: _weak_mask(float("-inf")),
+          reproduce=lambda bug, _: _weak_mask(-1e4 if bug else float("-inf")),
           tool="batch_independence", codes=("CAUSALITY_LEAK",),
           expected="CAUSALITY_LEAK at 'attn' (check_batch_independence, causal=True)",
           location="attn",
-          status="diagnosed"),
+          status=DIAGNOSED),
     Entry(name="layers_in_python_list",
           source="pytorch/pytorch#715; ikostrikov/pytorch-meta-optimizer#11",
           category="model definition",
           root_cause="I kept the hidden layers in a plain Python list instead of nn.ModuleList, "
                      "so model.parameters() misses them and the optimizer never trains them",
-          buggy=partial(_python_list, False), fixed=partial(_python_list, True),
+          reproduce=lambda bug, framework: _python_list(not bug, framework),
           tool="monitor", codes=("UNREGISTERED_PARAMETERS",),
-          expected="UNREGISTERED_PARAMETERS (Monitor)", status="diagnosed",
+          expected="UNREGISTERED_PARAMETERS (Monitor)", status=DIAGNOSED,
           backends=BACKENDS),
     Entry(name="view_instead_of_permute_features",
           source="fawazsammani/knowing-when-to-look-adaptive-attention#6",
           category="model definition",
           root_cause="I reshaped conv features (batch, channels, h, w) with view(batch, pixels, "
                      "channels) without permuting, so features act as pixels",
-          buggy=lambda _: _flattened_features(False), fixed=lambda _: _flattened_features(True),
+          reproduce=lambda bug, _: _flattened_features(not bug),
           tool="preflight", codes=("VIEW_SCRAMBLES_AXES",),
           expected="VIEW_SCRAMBLES_AXES in the Captioner (preflight): view turns (8, 6, 4, 4) "
                    "into (8, 16, 6), the input's axes [0] [1] [2,3] in the order [0] [2,3] [1]",
-          status="diagnosed"),
+          status=DIAGNOSED),
     Entry(name="adjacency_detached",
           source="queenie88/A-GCN#4",
           category="model definition",
           root_cause="I detached the adjacency matrix, so W_theta and W_phi that build it never "
                      "receive a gradient",
-          buggy=partial(_detached_adjacency, True), fixed=partial(_detached_adjacency, False),
+          reproduce=_detached_adjacency,
           tool="monitor", codes=("NO_GRADIENT",),
-          expected="NO_GRADIENT at theta/phi (Monitor)", status="diagnosed",
+          expected="NO_GRADIENT at theta/phi (Monitor)", status=DIAGNOSED,
           backends=BACKENDS),
 )

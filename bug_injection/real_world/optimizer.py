@@ -3,10 +3,9 @@
 minigrad has no ``lr_scheduler``; the minigrad twins of the scheduler entries use the few lines
 of a step-decay scheduler a minigrad user writes instead.
 """
-from functools import partial
-
-from .case import STEPS, Case, batches, blobs, framework_module, mlp, simple_loop, tensors
-from .entry import BACKENDS, Entry
+from .case import (STEPS, Case, batches, blobs, classifier, framework_module, mlp, simple_loop,
+                   tensors)
+from .entry import BACKENDS, DIAGNOSED, Entry
 
 EPOCH = 8     # batches per epoch in these reproductions
 
@@ -32,12 +31,9 @@ def _step_lr(framework, optimizer, *, step_size=1, gamma):
 
 
 def _scheduler(per_batch, framework):
-    fw = framework_module(framework)
-    model = mlp(outputs=4, framework=framework)
-    x, y = tensors(*blobs(seed=14), framework=framework)
+    fw, model, x, y, loss_fn = classifier(framework, seed=14)
     opt = fw.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     scheduler = _step_lr(framework, opt, step_size=2, gamma=0.5)  # meant per epoch
-    loss_fn = fw.nn.CrossEntropyLoss()
 
     def train(after_step):
         for step, start, stop in batches(len(x)):
@@ -65,12 +61,9 @@ def _two_instances(bug, framework):
 
 
 def _scheduler_only(bug, framework):
-    fw = framework_module(framework)
-    model = mlp(outputs=4, framework=framework)
-    x, y = tensors(*blobs(seed=16), framework=framework)
+    fw, model, x, y, loss_fn = classifier(framework, seed=16)
     opt = fw.optim.SGD(model.parameters(), lr=0.05)
     scheduler = _step_lr(framework, opt, gamma=0.99)
-    loss_fn = fw.nn.CrossEntropyLoss()
 
     def train(after_step):
         for _, start, stop in batches(len(x), steps=STEPS):
@@ -90,23 +83,23 @@ ENTRIES = (
           category="optimizer and scheduler",
           root_cause="the scheduler was stepped in the batch loop instead of the epoch loop, so "
                      "the learning rate decays after every batch instead of every epoch",
-          buggy=partial(_scheduler, True), fixed=partial(_scheduler, False),
+          reproduce=_scheduler,
           tool="monitor", codes=("LR_SCHEDULE_TOO_FAST",),
-          expected="LR_SCHEDULE_TOO_FAST (Monitor)", status="diagnosed", backends=BACKENDS),
+          expected="LR_SCHEDULE_TOO_FAST (Monitor)", status=DIAGNOSED, backends=BACKENDS),
     Entry(name="optimizer_on_first_model_instance",
           source="spro/practical-pytorch#9",
           category="optimizer and scheduler",
           root_cause="I instantiated the model twice and built the optimizer on the first "
                      "instance, so the model I train never changes",
-          buggy=partial(_two_instances, True), fixed=partial(_two_instances, False),
+          reproduce=_two_instances,
           tool="monitor", codes=("PARAMS_NOT_UPDATING",),
-          expected="PARAMS_NOT_UPDATING (Monitor)", status="diagnosed", backends=BACKENDS),
+          expected="PARAMS_NOT_UPDATING (Monitor)", status=DIAGNOSED, backends=BACKENDS),
     Entry(name="scheduler_step_without_optimizer_step",
           source="pytorch/pytorch#3814",
           category="optimizer and scheduler",
           root_cause="I called scheduler.step() thinking it also steps the optimizer, so the "
                      "weights never changed",
-          buggy=partial(_scheduler_only, True), fixed=partial(_scheduler_only, False),
+          reproduce=_scheduler_only,
           tool="monitor", codes=("PARAMS_NOT_UPDATING",),
-          expected="PARAMS_NOT_UPDATING (Monitor)", status="diagnosed", backends=BACKENDS),
+          expected="PARAMS_NOT_UPDATING (Monitor)", status=DIAGNOSED, backends=BACKENDS),
 )

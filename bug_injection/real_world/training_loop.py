@@ -1,16 +1,11 @@
 """Real-world bugs in the training loop: gradients, graphs and modes across steps."""
-from functools import partial
-
-from .case import BATCH, Case, batches, blobs, framework_module, mlp, tensors
-from .entry import BACKENDS, Entry
+from .case import BATCH, Case, batches, blobs, classifier, framework_module, mlp, tensors
+from .entry import BACKENDS, DIAGNOSED, Entry
 
 
 def _zero_grad(bug, framework):
-    fw = framework_module(framework)
-    model = mlp(outputs=4, framework=framework)
-    x, y = tensors(*blobs(seed=17), framework=framework)
+    fw, model, x, y, loss_fn = classifier(framework, seed=17)
     opt = fw.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    loss_fn = fw.nn.CrossEntropyLoss()
 
     def train(after_step):
         for _, start, stop in batches(len(x)):
@@ -24,11 +19,8 @@ def _zero_grad(bug, framework):
 
 
 def _loss_total(bug, framework):
-    fw = framework_module(framework)
-    model = mlp(outputs=4, framework=framework)
-    x, y = tensors(*blobs(seed=18), framework=framework)
+    fw, model, x, y, loss_fn = classifier(framework, seed=18)
     opt = fw.optim.Adam(model.parameters(), lr=3e-3)
-    loss_fn = fw.nn.CrossEntropyLoss()
 
     def train(after_step):
         total = 0.0
@@ -43,11 +35,8 @@ def _loss_total(bug, framework):
 
 
 def _accumulation(bug, framework, micro=4):
-    fw = framework_module(framework)
-    model = mlp(outputs=4, framework=framework)
-    x, y = tensors(*blobs(seed=19), framework=framework)
+    fw, model, x, y, loss_fn = classifier(framework, seed=19)
     opt = fw.optim.SGD(model.parameters(), lr=0.05)
-    loss_fn = fw.nn.CrossEntropyLoss()
 
     def train(after_step):
         opt.zero_grad()
@@ -119,43 +108,43 @@ ENTRIES = (
           category="training loop",
           root_cause="optimizer.zero_grad() is never called, so every step applies the sum of "
                      "all gradients so far",
-          buggy=partial(_zero_grad, True), fixed=partial(_zero_grad, False),
+          reproduce=_zero_grad,
           tool="monitor", codes=("STALE_GRADIENTS",),
-          expected="STALE_GRADIENTS (Monitor)", status="diagnosed", backends=BACKENDS),
+          expected="STALE_GRADIENTS (Monitor)", status=DIAGNOSED, backends=BACKENDS),
     Entry(name="running_loss_keeps_graph",
           source="thuml/AutoTimes#21; deepspeedai/DeepSpeedExamples#824",
           category="training loop",
           root_cause="I accumulate loss_val += loss as a tensor for logging, which keeps every "
                      "step's graph alive until memory runs out",
-          buggy=partial(_loss_total, True), fixed=partial(_loss_total, False),
+          reproduce=_loss_total,
           tool="monitor", codes=("GRAPH_RETAINED",),
-          expected="GRAPH_RETAINED (Monitor)", status="diagnosed", backends=BACKENDS),
+          expected="GRAPH_RETAINED (Monitor)", status=DIAGNOSED, backends=BACKENDS),
     Entry(name="zero_grad_every_microbatch",
           source="bytetriper/RAE#67",
           category="training loop",
           root_cause="zero_grad is called inside the micro-batch loop, so gradient accumulation "
                      "keeps only the last micro-batch",
-          buggy=partial(_accumulation, True), fixed=partial(_accumulation, False),
+          reproduce=_accumulation,
           tool="monitor", codes=("ACCUMULATION_DISCARDED",),
-          expected="ACCUMULATION_DISCARDED (Monitor)", status="diagnosed", backends=BACKENDS),
+          expected="ACCUMULATION_DISCARDED (Monitor)", status=DIAGNOSED, backends=BACKENDS),
     Entry(name="epoch_start_zero_grad_drops_accumulation",
           source="ultralytics/ultralytics#11217",
           category="training loop",
           root_cause="zero_grad is called at the start of every epoch as well as after each "
                      "optimizer step, so with gradient accumulation the batches at the end of "
                      "an epoch that did not fill a window are thrown away",
-          buggy=partial(_epoch_start_zero_grad, True), fixed=partial(_epoch_start_zero_grad, False),
+          reproduce=_epoch_start_zero_grad,
           tool="monitor", codes=("ACCUMULATION_DISCARDED",),
-          expected="ACCUMULATION_DISCARDED (Monitor)", status="diagnosed", backends=BACKENDS),
+          expected="ACCUMULATION_DISCARDED (Monitor)", status=DIAGNOSED, backends=BACKENDS),
     Entry(name="train_mode_not_restored_after_validation",
           source="fartashf/vsepp#4",
           category="training loop",
           root_cause="validation calls model.eval() but model.train() is only called before "
                      "the epoch loop, so dropout and batch norm stay off after the first "
                      "validation",
-          buggy=partial(_validation_mode, True), fixed=partial(_validation_mode, False),
+          reproduce=_validation_mode,
           tool="monitor", codes=("TRAINING_IN_EVAL_MODE",),
           expected="TRAINING_IN_EVAL_MODE (Monitor): model.eval() at the validation of step 8, "
                    "dropout off for the 32 training steps after it",
-          status="diagnosed", backends=BACKENDS),
+          status=DIAGNOSED, backends=BACKENDS),
 )

@@ -3,7 +3,8 @@ import pytest
 
 from bug_injection import catalog, get_bug
 from bug_injection.bench import SETUPS
-from bug_injection.catalog import KINDS, PROBES
+from bug_injection.catalog import KINDS
+from bug_injection.tools import TOOLS
 from bug_injection.models import BACKENDS
 from diagnostics.findings import CODES
 
@@ -47,13 +48,13 @@ def test_names_are_unique_and_found_by_name():
 @pytest.mark.parametrize("bug", catalog(), ids=lambda b: b.name)
 def test_record_is_complete(bug):
     assert bug.setup in SETUPS
-    assert bug.probe in PROBES
+    assert bug.tool in TOOLS
     assert bug.codes and all(code in CODES for code in bug.codes)
     assert bug.description
     assert set(bug.backends) == set(BACKENDS)   # every bug of the issue makes sense on both
     assert not bug.unsupported
     if bug.kind == "gradient":
-        assert bug.probe == "gradcheck" and bug.codes == ("GRADIENT_MISMATCH",)
+        assert bug.tool == "gradcheck" and bug.codes == ("GRADIENT_MISMATCH",)
         assert bug.culprit is not None and bug.path is not None
         assert bug.pattern is None or bug.pattern in PATTERNS
     if bug.kind == "data":

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-import bug_injection.diagnose as diagnose
+import bug_injection.tools as tools
 import bug_injection.hunt as hunt_module
 from scenarios import cli
 
@@ -45,10 +45,10 @@ def test_hunt_is_quiet_without_a_terminal(capsys):
 
 
 def test_hunt_exits_nonzero_when_a_bug_is_missed(capsys, monkeypatch):
-    def blind(bench):
-        return diagnose.Diagnosis("validate_data", [], None)
+    def blind(case):
+        return tools.Diagnosis("validate_data", [], None)
 
-    monkeypatch.setitem(diagnose._PROBES, "validate_data", blind)
+    monkeypatch.setitem(tools.TOOLS, "validate_data", blind)
     code = cli.main(["hunt", "--bug", "label_imbalance", "--backend", "minigrad"])
     out = capsys.readouterr().out
     assert code == 1
@@ -58,11 +58,11 @@ def test_hunt_exits_nonzero_when_a_bug_is_missed(capsys, monkeypatch):
 def test_hunt_exits_nonzero_on_a_false_alarm(capsys, monkeypatch):
     from diagnostics import Finding
 
-    def alarmed(bench):
-        return diagnose.Diagnosis("validate_data", [
+    def alarmed(case):
+        return tools.Diagnosis("validate_data", [
             Finding("LABEL_IMBALANCE", "warning", "data", "imbalanced")], None)
 
-    monkeypatch.setitem(diagnose._PROBES, "validate_data", alarmed)
+    monkeypatch.setitem(tools.TOOLS, "validate_data", alarmed)
     code = cli.main(["hunt", "--bug", "label_imbalance", "--backend", "torch", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 1

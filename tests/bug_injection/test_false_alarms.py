@@ -3,9 +3,9 @@ probe, run as the hunt runs it, must stay quiet."""
 import pytest
 
 from bug_injection import make_bench
-from bug_injection.diagnose import run_probe
-from bug_injection.hunt import ALARMS, single_threaded_torch
+from bug_injection.hunt import ALARMS, bench_case, single_threaded_torch
 from bug_injection.models import BACKENDS
+from bug_injection.tools import run_tool
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +23,7 @@ def alarms(diagnosis):
 def test_confident_classifier_whose_loss_sits_near_chance_is_not_at_chance(backend):
     # its logits reach the hundreds: the loss is near ln 4 from a few confident mistakes,
     # not from uniform guesses
-    diagnosis = run_probe("monitor", make_bench("confident_mlp", backend, seed=5))
+    diagnosis = run_tool("monitor", bench_case(make_bench("confident_mlp", backend, seed=5)))
     assert alarms(diagnosis) == []
 
 
@@ -31,7 +31,7 @@ def test_confident_classifier_whose_loss_sits_near_chance_is_not_at_chance(backe
 def test_mlp_still_converging_on_its_batch_does_not_fail_overfit(backend):
     # loss 1.444 -> 0.080 in 200 steps, 100% accuracy, still falling; the target is 0.069,
     # reached 10 steps into the extra round that a falling loss earns
-    diagnosis = run_probe("preflight", make_bench("mlp", backend, seed=1))
+    diagnosis = run_tool("preflight", bench_case(make_bench("mlp", backend, seed=1)))
     assert alarms(diagnosis) == []
     assert "PASSED in 210 steps" in diagnosis.report.item("overfit one batch").summary
 
@@ -39,5 +39,5 @@ def test_mlp_still_converging_on_its_batch_does_not_fail_overfit(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_regressor_with_a_fresh_init_on_small_targets_is_not_a_bad_initial_loss(backend):
     # MSE at init 2.2 times an all-zero output's: the targets are small, the net is fresh
-    diagnosis = run_probe("preflight", make_bench("regressor", backend, seed=11))
+    diagnosis = run_tool("preflight", bench_case(make_bench("regressor", backend, seed=11)))
     assert alarms(diagnosis) == []

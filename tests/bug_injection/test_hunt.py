@@ -6,13 +6,13 @@ from hypothesis import given, settings, strategies as st
 from bug_injection import catalog, get_bug, make_bench
 from bug_injection.hunt import (CLEAN, FOUND, MISPLACED, MISSED, hunt, judge, run_bug,
                                 single_threaded_torch)
-from bug_injection.diagnose import Diagnosis
+from bug_injection.tools import Diagnosis
 from bug_injection.models import BACKENDS
 from diagnostics import Finding
 
 CASES = [(bug.name, backend) for bug in catalog() for backend in bug.backends]
-CONTROLS = [(probe, setup, backend) for probe, setup in
-            dict.fromkeys((bug.probe, bug.setup) for bug in catalog()) for backend in BACKENDS]
+CONTROLS = [(tool, setup, backend) for tool, setup in
+            dict.fromkeys((bug.tool, bug.setup) for bug in catalog()) for backend in BACKENDS]
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +37,8 @@ def test_planted_bug_is_found_and_localized(outcomes, case):
 
 @pytest.mark.parametrize("control", CONTROLS, ids=["-".join(c) for c in CONTROLS])
 def test_healthy_control_is_clean(result, control):
-    probe, setup, backend = control
-    [outcome] = [o for o in result.controls if o.probe == probe and o.setup == setup
+    tool, setup, backend = control
+    [outcome] = [o for o in result.controls if o.tool == tool and o.setup == setup
                  and o.backend == backend]
     assert outcome.verdict == CLEAN, (outcome.code, outcome.found, outcome.message)
 

@@ -9,7 +9,8 @@ import pytest
 pytest.importorskip("torch")
 
 import bug_injection.real_world.hunt as real_world_hunt  # noqa: E402
-from bug_injection.real_world import CATEGORIES, corpus, get_entry, run_entry  # noqa: E402
+from bug_injection.real_world import (CATEGORIES, DIAGNOSED, corpus, get_entry,  # noqa: E402
+                                      missed, run_entry)
 from scenarios import cli  # noqa: E402
 
 ENTRIES = corpus()
@@ -56,11 +57,11 @@ def test_entries_with_minigrad_layers_are_reproduced_on_minigrad_too():
 def test_status_can_differ_per_backend_and_is_checked_per_backend():
     entry = get_entry("zero_grad_missing")
     split = type(entry)(**{**entry.__dict__, "status": {
-        "torch": "diagnosed", "minigrad": "missed: no check on minigrad"}})
+        "torch": DIAGNOSED, "minigrad": missed("no check on minigrad")}})
     assert split.verdict("torch") == "diagnosed" and split.verdict("minigrad") == "missed"
     assert split.status_on("minigrad") == "missed: no check on minigrad"
     with pytest.raises(ValueError, match="one status per backend"):
-        type(entry)(**{**entry.__dict__, "status": {"torch": "diagnosed"}})
+        type(entry)(**{**entry.__dict__, "status": {"torch": DIAGNOSED}})
     with pytest.raises(ValueError, match="backend"):
         run_entry(get_entry("causal_mask_missing"), "buggy", "minigrad")
 
@@ -68,7 +69,7 @@ def test_status_can_differ_per_backend_and_is_checked_per_backend():
 def test_a_backend_that_differs_from_its_recorded_status_fails_the_hunt(monkeypatch):
     entry = get_entry("zero_grad_missing")
     split = type(entry)(**{**entry.__dict__, "status": {
-        "torch": "diagnosed", "minigrad": "missed: no check on minigrad"}})
+        "torch": DIAGNOSED, "minigrad": missed("no check on minigrad")}})
     monkeypatch.setattr(real_world_hunt, "corpus", lambda: [split])
     result = real_world_hunt.hunt_real_world()
     assert [(o.backend, o.ok) for o in result.outcomes] == [("torch", True),
@@ -81,7 +82,7 @@ def test_a_backend_that_differs_from_its_recorded_status_fails_the_hunt(monkeypa
 def test_an_entry_marked_diagnosed_that_is_missed_fails_the_hunt(monkeypatch):
     entry = get_entry("zero_grad_every_microbatch")     # missed today
     wrong = type(entry)(**{**entry.__dict__, "codes": ("STALE_GRADIENTS",),
-                           "status": "diagnosed"})
+                           "status": DIAGNOSED})
     monkeypatch.setattr(real_world_hunt, "corpus", lambda: [wrong])
     result = real_world_hunt.hunt_real_world()
     assert not result.passed

@@ -1,5 +1,5 @@
-"""The character-level GPT (bug_injection/gpt.py) in minigrad and torch: same names, same
-gradients to 1e-10 in float64, the same training curve over 20 AdamW steps on the Zen of
+"""The character-level GPT (bug_injection/reference/gpt.py) in minigrad and torch: same names,
+same gradients to 1e-10 in float64, the same training curve over 20 AdamW steps on the Zen of
 Python."""
 import numpy as np
 import pytest

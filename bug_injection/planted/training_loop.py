@@ -7,8 +7,8 @@ import contextlib
 
 import numpy as np
 
-from .bench import with_loop
-from .models import reference_model
+from ..reference.bench import with_loop
+from ..reference.models import reference_model
 from .patching import patched_attribute, swapped_forward
 
 HIGH_LR = 10.0

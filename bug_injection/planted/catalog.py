@@ -5,16 +5,18 @@ to a bench and always reverts it. Its ground truth: ``culprit`` (the module, ``"
 ``"data"`` a finding must point at; None when the bug lives in the loop as a whole and no one
 place is right), ``path`` and ``pattern`` for gradient bugs (the gradient path and the kind of
 error ``check_gradients`` must name), and ``codes``: at least one finding with one of these
-codes must appear, raised by the diagnostic ``probe`` names.
+codes must appear, raised by the tool ``tool`` names (a key of ``tools.TOOLS``).
 """
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from . import data, gradient, init, numerics, training_loop, transformer
-from .models import BACKENDS
+from ..reference.bench import Bench
+from ..reference.models import BACKENDS
+from ..tools import TOOLS
 
 KINDS = ("gradient", "training loop", "init", "numerics", "data")
-PROBES = ("gradcheck", "monitor", "preflight", "validate_data")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,22 +28,22 @@ class Bug:
     description: str
     setup: str                      # the bench it is planted in (``bench.SETUPS``)
     plant: Callable                 # plant(bench) or plant(bench, module) -> context manager
-    probe: str
-    codes: tuple
+    tool: str                       # the tool that must find it (a key of ``tools.TOOLS``)
+    codes: tuple[str, ...]
     culprit: str | None
     module: str | None = None       # where it is planted, when that is one module
     path: str | None = None
     pattern: str | None = None
-    backends: tuple = BACKENDS
-    unsupported: tuple = ()         # (backend, why it does not apply there)
+    backends: tuple[str, ...] = BACKENDS
+    unsupported: tuple[tuple[str, str], ...] = ()   # (backend, why it does not apply there)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"Bug.kind: expected one of {KINDS}, got {self.kind!r}")
-        if self.probe not in PROBES:
-            raise ValueError(f"Bug.probe: expected one of {PROBES}, got {self.probe!r}")
+        if self.tool not in TOOLS:
+            raise ValueError(f"Bug.tool: expected one of {tuple(TOOLS)}, got {self.tool!r}")
 
-    def planted(self, bench):
+    def planted(self, bench: Bench) -> AbstractContextManager:
         """A context manager that plants the bug in ``bench`` and takes it out afterwards."""
         if bench.backend not in self.backends:
             raise ValueError(f"{self.name}: does not apply to {bench.backend} "
@@ -52,7 +54,7 @@ class Bug:
         return self.plant(bench) if self.module is None else self.plant(bench, self.module)
 
     @property
-    def expected(self):
+    def expected(self) -> str:
         """The ground truth in words: "'2' input, transpose", "loss", "data", "-"."""
         where = self.culprit or "-"
         if self.path is not None:
@@ -62,7 +64,7 @@ class Bug:
 
 def _gradient(name, plant, *, setup, module, path, pattern=None, description):
     return Bug(name=name, kind="gradient", description=description, setup=setup, plant=plant,
-               probe="gradcheck", codes=("GRADIENT_MISMATCH",), culprit=module, module=module,
+               tool="gradcheck", codes=("GRADIENT_MISMATCH",), culprit=module, module=module,
                path=path, pattern=pattern)
 
 
@@ -153,93 +155,93 @@ _CATALOG = (
                           "head's with it; in torch the head's Function drops its part"),
     # ------------------------------------------------------------- training loop
     Bug(name="missing_zero_grad", kind="training loop", setup="mlp",
-        plant=training_loop.missing_zero_grad, probe="monitor", codes=("STALE_GRADIENTS",),
+        plant=training_loop.missing_zero_grad, tool="monitor", codes=("STALE_GRADIENTS",),
         culprit=None,
         description="the loop never calls optimizer.zero_grad(): each backward adds to the "
                     "last one's gradients"),
     Bug(name="learning_rate_too_high", kind="training loop", setup="mlp",
-        plant=training_loop.learning_rate_too_high, probe="monitor", codes=_DIVERGING,
+        plant=training_loop.learning_rate_too_high, tool="monitor", codes=_DIVERGING,
         culprit=None, description="SGD with lr=10"),
     Bug(name="optimizer_other_parameters", kind="training loop", setup="mlp",
-        plant=training_loop.optimizer_over_other_parameters, probe="monitor",
+        plant=training_loop.optimizer_over_other_parameters, tool="monitor",
         codes=("PARAMS_NOT_UPDATING",), culprit=None,
         description="the optimizer was built over another model's parameters"),
     Bug(name="detached_graph", kind="training loop", setup="mlp",
-        plant=training_loop.detached_graph, module="2", probe="monitor",
+        plant=training_loop.detached_graph, module="2", tool="monitor",
         codes=("NO_GRADIENT",), culprit="2",
         description="layer 2's output is detached in forward: layers 0 and 2 never get a "
                     "gradient"),
     Bug(name="eval_mode_forgotten", kind="training loop", setup="batch_norm_net",
-        plant=training_loop.eval_mode_forgotten, probe="monitor",
+        plant=training_loop.eval_mode_forgotten, tool="monitor",
         codes=("TRAIN_MODE_AT_EVAL",), culprit="1",
         description="the evaluation pass runs under no_grad but without model.eval(): batch "
                     "norm uses batch statistics and updates its running averages"),
     Bug(name="labels_shuffled", kind="training loop", setup="mlp",
-        plant=training_loop.labels_shuffled, probe="monitor",
+        plant=training_loop.labels_shuffled, tool="monitor",
         codes=("LOSS_AT_CHANCE", "LOSS_PLATEAU"), culprit=None,
         description="the training labels were shuffled apart from their inputs"),
     Bug(name="float_labels", kind="training loop", setup="mlp",
-        plant=training_loop.float_labels, probe="preflight", codes=("LABEL_DTYPE",),
+        plant=training_loop.float_labels, tool="preflight", codes=("LABEL_DTYPE",),
         culprit="data",
         description="class labels stored as floats for cross-entropy, which wants int64 "
                     "indices"),
     Bug(name="output_target_broadcast", kind="training loop", setup="regressor",
-        plant=training_loop.targets_broadcasting, probe="preflight",
+        plant=training_loop.targets_broadcasting, tool="preflight",
         codes=("SHAPE_BROADCAST",), culprit="loss",
         description="regression targets of shape (N,) against outputs (N, 1): MSE "
                     "broadcasts to (N, N)"),
     # ---------------------------------------------------------------------- init
     Bug(name="negative_constant_init", kind="init", setup="mlp",
-        plant=init.negative_constant_init, module="2", probe="monitor", codes=("DEAD_UNITS",),
+        plant=init.negative_constant_init, module="2", tool="monitor", codes=("DEAD_UNITS",),
         culprit="3",
         description="layer 2 initialised to the constant -1 (weights and bias): fed by a "
                     "ReLU, it outputs only negatives, so ReLU 3 never fires"),
     Bug(name="large_init_exploding", kind="init", setup="deep_net", plant=init.large_init,
-        probe="monitor", codes=("EXPLODING_ACTIVATIONS", "EXPLODING_GRADIENTS"), culprit=None,
+        tool="monitor", codes=("EXPLODING_ACTIVATIONS", "EXPLODING_GRADIENTS"), culprit=None,
         description="every weight 3x its He value in a 10-layer ReLU net without "
                     "normalization"),
-    Bug(name="zero_init", kind="init", setup="mlp", plant=init.zero_init, probe="monitor",
+    Bug(name="zero_init", kind="init", setup="mlp", plant=init.zero_init, tool="monitor",
         codes=("COLLAPSED_ACTIVATIONS",), culprit="0",
         description="every weight matrix initialised to zero: the units of a layer are all "
                     "alike and stay so"),
     Bug(name="deep_sigmoid_vanishing", kind="init", setup="deep_net",
-        plant=init.sigmoid_activations, probe="monitor", codes=("VANISHING_GRADIENTS",),
+        plant=init.sigmoid_activations, tool="monitor", codes=("VANISHING_GRADIENTS",),
         culprit="0",
         description="a 10-layer net with sigmoid activations: the gradient shrinks at every "
                     "layer"),
     # ------------------------------------------------------------------ numerics
     Bug(name="softmax_without_max", kind="numerics", setup="confident_mlp",
-        plant=numerics.softmax_without_max, probe="monitor", codes=("NAN_LOSS",),
+        plant=numerics.softmax_without_max, tool="monitor", codes=("NAN_LOSS",),
         culprit="loss",
         description="the loss computes exp(z) / sum(exp(z)) without subtracting max(z): exp "
                     "overflows"),
     Bug(name="log_without_epsilon", kind="numerics", setup="confident_mlp",
-        plant=numerics.log_without_epsilon, probe="monitor", codes=("NAN_LOSS",),
+        plant=numerics.log_without_epsilon, tool="monitor", codes=("NAN_LOSS",),
         culprit="loss",
         description="the loss takes log(softmax(z)): a probability that underflows to 0 "
                     "gives -inf"),
     # ---------------------------------------------------------------------- data
     Bug(name="unnormalized_inputs", kind="data", setup="mlp", plant=data.unnormalized_inputs,
-        probe="validate_data", codes=("UNNORMALIZED_INPUT",), culprit="data",
+        tool="validate_data", codes=("UNNORMALIZED_INPUT",), culprit="data",
         description="inputs in raw units (x * 1000 + 500)"),
     Bug(name="nonfinite_rows", kind="data", setup="mlp", plant=data.nonfinite_rows,
-        probe="validate_data", codes=("DATA_NONFINITE",), culprit="data",
+        tool="validate_data", codes=("DATA_NONFINITE",), culprit="data",
         description="three training rows hold NaN or inf"),
     Bug(name="train_test_duplicates", kind="data", setup="mlp",
-        plant=data.train_test_duplicates, probe="validate_data", codes=("DATA_LEAKAGE",),
+        plant=data.train_test_duplicates, tool="validate_data", codes=("DATA_LEAKAGE",),
         culprit="data", description="12 test examples are copies of training examples"),
     Bug(name="label_imbalance", kind="data", setup="mlp", plant=data.label_imbalance,
-        probe="validate_data", codes=("LABEL_IMBALANCE",), culprit="data",
+        tool="validate_data", codes=("LABEL_IMBALANCE",), culprit="data",
         description="class 3 cut to 30 training examples (403:30, about 13:1)"),
 )
 
 
-def catalog():
+def catalog() -> list[Bug]:
     """Every catalogued bug, in a fixed order (gradient, loop, init, numerics, data)."""
     return list(_CATALOG)
 
 
-def get_bug(name):
+def get_bug(name: str) -> Bug:
     """The bug called ``name``; a ``KeyError`` listing the names when there is none."""
     for bug in _CATALOG:
         if bug.name == name:

@@ -2,9 +2,10 @@
 points, whether that is the ground truth, and that nothing stayed patched."""
 from dataclasses import dataclass
 
-from .bench import make_bench
-from .hunt import run_bug, single_threaded_torch
-from .state import changes, snapshot
+from ..planted.state import changes, snapshot
+from ..reference.bench import make_bench
+from .catalogue import run_bug
+from .runner import single_threaded_torch
 
 
 @dataclass
@@ -39,7 +40,7 @@ def render(injection):
     lines += [f"     {line}" for line in injection.planted] or ["     (nothing)"]
     lines += [f"   Taken out again, the bench is exactly as before: "
               f"{'yes' if injection.reverted else 'NO'}", "",
-              f"3. The diagnostic: {outcome.probe} (expected to raise "
+              f"3. The diagnostic: {outcome.tool} (expected to raise "
               f"{' or '.join(bug.codes)}), {outcome.seconds:.2f} s"]
     if outcome.diagnosis is None:
         lines.append(f"   it raised {outcome.message}")

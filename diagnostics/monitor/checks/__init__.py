@@ -15,8 +15,7 @@ URGENT = (loss.nan_loss, gradients.stale_gradients, gradients.exploding_gradient
           mixed_precision.amp_overflow, step_gradients.gradient_spike,
           # root causes whose evidence is counted per step, cheap to read: seen before the
           # symptoms they cause are reported
-          step_contract.accumulation_discarded, step_contract.gradients_cleared_before_step,
-          step_contract.clip_has_no_effect)
+          step_contract.gradients_cleared_before_step, step_contract.clip_has_no_effect)
 
 CHECKS = (loss.CHECKS + gradients.CHECKS + updates.CHECKS + activations.CHECKS + inputs.CHECKS
           + modes.CHECKS + graph.CHECKS + training_mode.CHECKS + probabilities.CHECKS

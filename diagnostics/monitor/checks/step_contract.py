@@ -55,7 +55,7 @@ def gradients_cleared_before_step(view):
         f"{first.step}, .grad of {contract.parameter} was {first.how} after the backward pass "
         f"and before the step, so the step applied no gradient (only weight decay or "
         f"momentum left over moves the parameters); {contract.cleared_count} of "
-        f"{contract.windows} steps were taken this way",
+        f"{contract.windows} steps so far were taken this way",
         f"move {_CLEARING[first.how]} to just after optimizer.step() (or to the start of the "
         f"iteration, before the forward pass)",
         {"step": first.step, "cleared_by": first.how, "cleared_steps": contract.cleared_count,
@@ -90,8 +90,8 @@ def clip_has_no_effect(view):
     return [Finding(
         "CLIP_HAS_NO_EFFECT", "warning", "optimizer",
         f"gradient clipping has no effect on the steps: at step {first.step}, {call}: {why}; "
-        f"{contract.ineffective_count} of the {contract.clipped_windows} steps that called it "
-        f"applied unclipped gradients",
+        f"{contract.ineffective_count} of the {contract.clipped_windows} steps so far that "
+        f"called it applied unclipped gradients",
         fix,
         {"step": first.step, "function": first.function, "reason": first.reason,
          "tensors": first.tensors, "with_gradient": first.with_gradient,

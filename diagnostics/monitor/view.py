@@ -2,11 +2,14 @@
 import math
 import statistics
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
 from .kinds import RECTIFIER
 from .records import cached_property
+
+S = TypeVar("S")
 
 _CLIP_HISTORY = 10_000  # the clip value is taken from at most this many recent gradient norms
 
@@ -30,7 +33,17 @@ class LossLevels:
 
 @dataclass
 class WindowView:
-    """The last ``window`` sampled steps, the loss of every step, and what the Monitor knows."""
+    """The last ``window`` sampled steps, the loss of every step, and what the Monitor knows.
+
+    Who fills what: the Monitor gives ``step``, ``every``, ``samples`` (every probe writes its
+    part of a ``Sample``), ``layout`` and ``thresholds``; the probes' ``view_fields`` give
+    ``losses``, ``first_nonfinite_step`` and ``best_loss_level`` (``LossProbe``),
+    ``learning_rates`` (``LearningRateProbe``), ``gradient_norms`` and ``gradient_rows``
+    (``GradientsProbe``), ``units`` (``ActivationsProbe``), ``eval_passes`` and
+    ``eval_pass_count`` (``ModesProbe``), ``kept_losses`` and ``held_graphs``
+    (``GraphProbe``). Everything else a probe publishes is a typed ``Signal`` in ``signals``,
+    read with ``signal(Kind)``.
+    """
 
     step: int                      # steps completed so far
     every: int
@@ -48,8 +61,21 @@ class WindowView:
     held_graphs: list = field(default_factory=list)   # (step, steps later) of loss graphs alive
     units: object = None                               # UnitActivity of the window
     gradient_rows: object = None                       # UnitActivity of weight-gradient rows
-    signals: dict = field(default_factory=dict)        # name -> value, from probes without a
-                                                       # field of their own
+    signals: tuple = ()                                # the probes' Signal values, one per kind
+
+    def __post_init__(self):
+        by_kind = {}
+        for value in self.signals:
+            kind = type(value)
+            if kind in by_kind:
+                raise ValueError(f"two values of the signal {kind.__name__} in one view")
+            by_kind[kind] = value
+        self._signals = by_kind
+
+    def signal(self, kind: type[S]) -> S | None:
+        """The value of the signal ``kind`` (a ``probes.base.Signal`` dataclass), or None when
+        no probe published it: a check reads what it needs so, and stays quiet without it."""
+        return self._signals.get(kind)
 
     # ------------------------------------------------------------------- loss
     @cached_property

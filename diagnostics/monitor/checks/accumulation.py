@@ -1,5 +1,6 @@
 """Gradient accumulation that keeps only the last micro-batches."""
 from ...findings import Finding
+from ..probes.accumulation import AccumulationTrace
 
 MIN_PASSES = 3       # two passes per step with a clear between are also SAM (the first
                      # gradient picks the perturbation, the second is applied)
@@ -11,13 +12,13 @@ def accumulation_discarded(view):
     cleared between backward passes of the same step (``probes.accumulation``), with at least
     ``MIN_PASSES`` passes in that step: the step applied only the passes after the last
     clearing."""
-    trace = view.signals.get("accumulation")
+    trace = view.signal(AccumulationTrace)
     if trace is None:
         return []
-    windows = [w for w in trace.dropping if w[1] >= MIN_PASSES]
+    windows = [w for w in trace.dropping if w.passes >= MIN_PASSES]
     if len(windows) < MIN_WINDOWS:
         return []
-    step, passes, discarded = windows[0]
+    step, passes, discarded = windows[0].step, windows[0].passes, windows[0].discarded
     kept = passes - discarded
     return [Finding(
         "ACCUMULATION_DISCARDED", "error", "optimizer",
@@ -31,7 +32,8 @@ def accumulation_discarded(view):
         "while a window is unfinished; step on a leftover window before clearing it",
         {"step": step, "backward_passes": passes, "discarded_passes": discarded,
          "dropping_steps": trace.dropping_count, "steps": trace.windows,
-         "windows": [list(w) for w in trace.dropping], "watched_parameter": trace.parameter})]
+         "windows": [[w.step, w.passes, w.discarded] for w in trace.dropping],
+         "watched_parameter": trace.parameter})]
 
 
 CHECKS = (accumulation_discarded,)

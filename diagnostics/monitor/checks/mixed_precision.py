@@ -15,6 +15,9 @@ clipping before ``scaler.unscale_`` (CLIP_BEFORE_UNSCALE, seen at the call by
 import math
 
 from ...findings import Finding
+from ..probes.clipping import ScaledClip
+from ..probes.mixed_precision import LossScaling
+from ..probes.optimizer_eps import EpsUnderflow
 
 RECENT_STEPS = 64        # steps (with a scaler) over which the share of skipped steps is taken
 SKIPPED_SHARE = 0.5      # AMP_OVERFLOW when at least this share of them was skipped
@@ -31,7 +34,7 @@ _FIX = ("train in bfloat16 instead (torch.autocast(device, dtype=torch.bfloat16)
 
 
 def amp_overflow(view):
-    state = view.signals.get("mixed_precision")
+    state = view.signal(LossScaling)
     if state is None:
         return []
     return _with_scaler(state) if state.scaler else _without_scaler(state)
@@ -93,7 +96,7 @@ def _without_scaler(state):
 
 
 def clip_before_unscale(view):
-    found = view.signals.get("scaled_clipping")
+    found = view.signal(ScaledClip)
     if found is None or found.scale == 1:      # a scale of 1 multiplies nothing
         return []
     scale, limit, step = found.scale, found.limit, found.step
@@ -126,7 +129,8 @@ def clip_before_unscale(view):
 
 
 def eps_underflows(view):
-    return [eps_finding(lost) for lost in view.signals.get("lost_eps", ())]
+    underflow = view.signal(EpsUnderflow)
+    return [eps_finding(lost) for lost in underflow.lost] if underflow is not None else []
 
 
 def eps_finding(lost):

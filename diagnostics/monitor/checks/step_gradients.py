@@ -5,12 +5,12 @@ import math
 import numpy as np
 
 from ...findings import Finding
-from ..probes.step_gradients import SPIKE_HISTORY, SPIKE_MIN_HISTORY
+from ..probes.step_gradients import SPIKE_HISTORY, SPIKE_MIN_HISTORY, StepGradients
 from .advice import clip_gradients, lower_learning_rate
 
 
 def gradient_spike(view):
-    state = view.signals.get("step_gradients")
+    state = view.signal(StepGradients)
     if state is None or state.norms.size == 0:
         return []
     step, total = int(state.steps[-1]), float(state.norms[-1])

@@ -15,25 +15,35 @@ Two kinds of pass are not the step's micro-batches, so clearing them discards no
   step (a GAN's generator loss runs back through the discriminator, whose own optimizer then
   clears what it left; torch's global optimizer-step hook sees the other step). A ``zero_grad(set_to_none=False)`` leaves zeros, not None, and
 is not seen (reading them would cost a device sync per backward)."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
-from .base import Probe
+from .base import Probe, Signal
 from .optimizer_hooks import add_step_hooks
 
 
-@dataclass
-class AccumulationTrace:
-    """Windows (optimizer steps) that discarded backward passes: ``(step, passes, discarded)``
-    for the first few, and counts over the run."""
+@dataclass(frozen=True)
+class DroppedWindow:
+    """One optimizer step whose window of backward passes lost some to a ``zero_grad``."""
+
+    step: int
+    passes: int             # backward passes since the previous optimizer step
+    discarded: int          # of them, cleared before this step applied them
+
+
+@dataclass(frozen=True)
+class AccumulationTrace(Signal):
+    """Windows (optimizer steps) that discarded backward passes: the first few, and counts
+    over the run."""
 
     windows: int = 0                  # optimizer steps with at least one backward pass
     accumulating: int = 0             # of them, with more than one backward pass
-    dropping: list = field(default_factory=list)   # (step, passes, discarded), the first 10
+    dropping: tuple[DroppedWindow, ...] = ()   # the first 10
     dropping_count: int = 0
     parameter: str | None = None
 
 
 class AccumulationProbe(Probe):
+    publishes = (AccumulationTrace,)
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -53,7 +63,7 @@ class AccumulationProbe(Probe):
         if not held:
             return []
         param = held[-1]           # the last layer's: a gradient in every backward pass
-        self.trace.parameter = param.name
+        self.trace = replace(self.trace, parameter=param.name)
         handles = [self.ctx.backend.add_tensor_hook(param.tensor, self._backward_hook(param))]
         optimizer = self.ctx.optimizer
         hooks = add_step_hooks(optimizer, before=self._enter_step, after=self._leave_step)
@@ -102,15 +112,17 @@ class AccumulationProbe(Probe):
         if passes == 0:
             return
         trace = self.trace
-        trace.windows += 1
-        trace.accumulating += passes > 1
+        dropping, count = trace.dropping, trace.dropping_count
         if discarded:
-            trace.dropping_count += 1
-            if len(trace.dropping) < 10:
-                trace.dropping.append((self.ctx.step, passes, discarded))
+            count += 1
+            if len(dropping) < 10:
+                dropping += (DroppedWindow(self.ctx.step, passes, discarded),)
+        self.trace = replace(trace, windows=trace.windows + 1,
+                             accumulating=trace.accumulating + (passes > 1),
+                             dropping=dropping, dropping_count=count)
 
-    def view_fields(self):
-        return {"signals": {"accumulation": self.trace}}
+    def signals(self):
+        return (self.trace,)
 
     def close(self):
         for handle in self._handles or []:

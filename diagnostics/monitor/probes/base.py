@@ -1,7 +1,19 @@
-"""``Probe``: one signal of the Monitor, and ``Context``: what the probes of one Monitor share."""
+"""``Probe``: one signal of the Monitor, ``Signal``: what a probe hands its checks, and
+``Context``: what the probes of one Monitor share."""
 from dataclasses import dataclass
 
 import numpy as np
+
+
+class Signal:
+    """The base of what a probe hands its checks: each kind a frozen dataclass declared in
+    the probe's own file (``probes/optimizer_eps.py``'s ``EpsUnderflow``), its fields named
+    and typed. A probe lists the kinds it publishes in ``Probe.publishes`` (the Monitor
+    refuses two probes that publish one kind) and returns their values from
+    ``Probe.signals``; a check reads one with ``view.signal(EpsUnderflow)``: the value, or
+    None when no probe published it at this view."""
+
+    __slots__ = ()
 
 
 @dataclass
@@ -58,11 +70,15 @@ class Probe:
     ``on_step`` (the per-step hot path) only on probes that override them.
 
     Order of a sampled iteration: ``begin`` (and ``attach`` when its hooks are not on yet),
-    hooks fire, ``on_step(loss)``, ``on_sampled_step(loss)``, ``contribute`` (queue on ``ctx.collector``), the one
-    transfer, ``finish(sample)``, then ``view_fields`` for the checks and ``fill_row``.
+    hooks fire, ``on_step(loss)``, ``on_sampled_step(loss)``, ``contribute`` (queue on
+    ``ctx.collector``), the one transfer, ``finish(sample)``, then ``signals`` and
+    ``view_fields`` for the checks, and ``fill_row``.
     """
 
-    def __init__(self, ctx):
+    #: the ``Signal`` kinds this probe's ``signals`` returns (no other probe may publish one)
+    publishes: tuple[type[Signal], ...] = ()
+
+    def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
 
     def attach(self):
@@ -94,9 +110,14 @@ class Probe:
         """History columns this signal adds after the standard ones (``history.columns_for``)."""
         return ()
 
-    def view_fields(self):
-        """This signal's fields of the ``WindowView`` the checks read; a signal without a
-        field of its own returns ``{"signals": {name: value}}`` (``view.signals[name]``)."""
+    def signals(self) -> tuple[Signal, ...]:
+        """What this probe hands its checks now: values of the kinds in ``publishes``, at
+        most one of each (a kind left out reads as None in the view)."""
+        return ()
+
+    def view_fields(self) -> dict:
+        """The standard ``WindowView`` fields this probe fills (the view's docstring says
+        which probe fills which); anything else goes through ``signals``."""
         return {}
 
     def fill_row(self, row, sample, view):

@@ -19,14 +19,23 @@ changes, and is no longer sampled once it stayed unchanged that long; a new tens
 is never compared twice; a tensor edited once by hand changes once: none of them counts.
 """
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..layout import optimizer_parameter_ids
-from .base import Probe, floating
+from .base import Probe, Signal, floating
 
 MOVES = 2       # sampled steps at which a tensor changed: trained, not edited once
 _WATCHED = 32   # tensors followed at once (those found frozen not counted)
+
+
+@dataclass(frozen=True)
+class TrainedElsewhere(Signal):
+    """Tensors the loss depends on that another optimizer keeps changing, by name (a
+    parameter's, else "a tensor of shape AxB"): the loss is a moving target."""
+
+    names: tuple[str, ...]
 
 
 class _Followed:
@@ -47,6 +56,7 @@ class _Followed:
 
 
 class OtherOptimizerProbe(Probe):
+    publishes = (TrainedElsewhere,)
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -56,7 +66,7 @@ class OtherOptimizerProbe(Probe):
         self._queued = []         # (_Followed, step, sample of its values) for the transfer
         self._input_leaves = []   # leaves of a model input's graph, until the next sample
         self._look = True         # an input made by a graph not yet walked since the last sample
-        self._found = None        # what view_fields gives once closed
+        self._found = None        # what signals gives once closed
 
     def on_forward(self, args, kwargs, grad_enabled):
         """The first input of the period that carries a graph (a discriminator called on
@@ -105,9 +115,9 @@ class OtherOptimizerProbe(Probe):
             self.ctx.collector.add((sample,), lambda parts, entry=entry, step=step:
                                    _sighted(entry, step, parts[0], window))
 
-    def view_fields(self):
+    def signals(self):
         found = self._found if self._found is not None else self._moving()
-        return {"signals": {"trained_elsewhere": list(found)}}
+        return (TrainedElsewhere(tuple(found)),)
 
     def _moving(self):
         step, window = self.ctx.step, self.ctx.thresholds.loss_window

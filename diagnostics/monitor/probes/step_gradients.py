@@ -16,15 +16,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..history import Series
-from .base import Probe
+from .base import Probe, Signal
 
 SPIKE_HISTORY = 50      # the spike is measured against the median of this many earlier steps
 SPIKE_MIN_HISTORY = 10  # ... once at least this many are known
 
 
 @dataclass(frozen=True)
-class StepGradients:
-    """What the per-step check reads (``view.signals["step_gradients"]``)."""
+class StepGradients(Signal):
+    """What the per-step check reads (``view.signal(StepGradients)``)."""
 
     steps: np.ndarray        # the steps whose norms were read
     norms: np.ndarray        # the total gradient norm at each of them
@@ -33,6 +33,7 @@ class StepGradients:
 
 
 class StepGradientsProbe(Probe):
+    publishes = (StepGradients,)
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -85,12 +86,12 @@ class StepGradientsProbe(Probe):
         recent.append(total)
         return spike
 
-    def view_fields(self):
+    def signals(self):
         if not self._params or self._norms.values.size == 0:
-            return {}
-        return {"signals": {"step_gradients": StepGradients(
+            return ()
+        return (StepGradients(
             steps=self._steps.values, norms=self._norms.values, latest=dict(self._latest),
-            loss_scaling=self.ctx.loss_scaling)}}
+            loss_scaling=self.ctx.loss_scaling),)
 
     def close(self):
         self._queued = None

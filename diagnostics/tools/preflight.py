@@ -30,7 +30,7 @@ from ..gradcheck.settings import Settings as GradientSettings
 from ..jsonable import to_jsonable
 from ..layouts import class_axis, rows_coupled
 from ..monitor import Monitor
-from ..monitor.checks.mixed_precision import eps_finding
+from ..monitor.checks.optimizer_eps import eps_finding
 from ..monitor.probes.optimizer_eps import lost_eps
 from . import _training as T
 from . import overfit

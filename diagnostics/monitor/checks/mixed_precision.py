@@ -7,17 +7,12 @@ or more below the scale it started from (at most GradScaler's default 2**16: a l
 ``init_scale`` is expected to come down) or from one at which steps went through, or most
 recent steps skipped.
 
-Two causes of a run that goes wrong under mixed precision although nothing overflows:
-clipping before ``scaler.unscale_`` (CLIP_BEFORE_UNSCALE, seen at the call by
-``probes/clipping.py``) and an optimizer ``eps`` that the parameters' dtype rounds to 0
-(EPS_UNDERFLOWS, read off the param groups by ``probes/optimizer_eps.py``).
+Two causes of a run that goes wrong under mixed precision although nothing overflows have
+their own checks: clipping before ``scaler.unscale_`` (``checks/clipping.py``) and an
+optimizer ``eps`` that the parameters' dtype rounds to 0 (``checks/optimizer_eps.py``).
 """
-import math
-
 from ...findings import Finding
-from ..probes.clipping import ScaledClip
 from ..probes.mixed_precision import LossScaling
-from ..probes.optimizer_eps import EpsUnderflow
 
 RECENT_STEPS = 64        # steps (with a scaler) over which the share of skipped steps is taken
 SKIPPED_SHARE = 0.5      # AMP_OVERFLOW when at least this share of them was skipped
@@ -95,68 +90,4 @@ def _without_scaler(state):
         {"skipped_sampled_steps": run[::-1], "autocast": state.autocast})]
 
 
-def clip_before_unscale(view):
-    found = view.signal(ScaledClip)
-    if found is None or found.scale == 1:      # a scale of 1 multiplies nothing
-        return []
-    scale, limit, step = found.scale, found.limit, found.step
-    known = math.isfinite(scale)
-    name = "max_norm" if found.function == "clip_grad_norm_" else "clip_value"
-    scaled = f"the loss scale {scale:.6g}" if known else "the GradScaler's loss scale"
-    message = (f"{found.function}({name}={limit!r}) ran on gradients still multiplied by "
-               f"{scaled}: scaler.unscale_(optimizer) had not been called before it at step "
-               f"{step}")
-    if known and found.function == "clip_grad_value_":
-        message += (f"; it clips each gradient at {limit!r} / {scale:.6g} = "
-                    f"{limit / scale:.3g} in the units the optimizer applies")
-    elif known:
-        message += (f"; its threshold, in the gradients' true units, is {limit!r} / "
-                    f"{scale:.6g} = {limit / scale:.3g}")
-        if found.total_norm > limit:
-            true_norm = found.total_norm / scale
-            intended = min(true_norm, limit)
-            message += (f": it measured a norm of {found.total_norm:.4g} ({true_norm:.4g} "
-                        f"unscaled) and the optimizer applied gradients of norm "
-                        f"{limit / scale:.3g} instead of {intended:.4g}, "
-                        f"{intended * scale / limit:.6g} times too small")
-    message += "; the updates are tiny and the loss hardly falls"
-    return [Finding(
-        "CLIP_BEFORE_UNSCALE", "warning", "optimizer", message,
-        "call scaler.unscale_(optimizer) after backward and before clipping (scaler.step "
-        "then does not unscale them again); the threshold then applies to the true gradients",
-        {"function": found.function, "limit": limit, "scale": scale,
-         "total_norm": found.total_norm, "step": step})]
-
-
-def eps_underflows(view):
-    underflow = view.signal(EpsUnderflow)
-    return [eps_finding(lost) for lost in underflow.lost] if underflow is not None else []
-
-
-def eps_finding(lost):
-    """The EPS_UNDERFLOWS finding for one ``probes.optimizer_eps.LostEps`` (also preflight's)."""
-    if lost.value == 0:
-        held = f"is 0 in {lost.dtype}"
-        effect = "sqrt(v) + eps is exactly 0 and the update m / 0 is inf or NaN"
-    else:
-        held = (f"is {lost.value:.3g} in {lost.dtype} (a subnormal "
-                f"{abs(lost.value - lost.eps) / lost.eps:.0%} off)")
-        effect = (f"the update divides by {lost.value:.3g}, not by the eps set, and "
-                  f"jumps by m / eps")
-    fix = f"1e{math.ceil(math.log10(lost.tiny))}"     # float16: 1e-4
-    return Finding(
-        "EPS_UNDERFLOWS", "warning", "optimizer",
-        f"{lost.optimizer}'s eps={lost.eps:g} {held}, the dtype of {lost.tensors} of its "
-        f"parameter tensors ({lost.values:,} values): wherever v, the running mean of "
-        f"squared gradients kept in {lost.dtype}, underflows to 0 (small gradients), "
-        f"{effect}",
-        f"set eps={fix} (at least {lost.dtype}'s smallest normal, {lost.tiny:.3g}) for pure "
-        f"{lost.dtype} weights; or keep the weights in float32 and compute in "
-        f"{lost.dtype} under torch.autocast (with a GradScaler for float16): the optimizer "
-        f"then works in float32",
-        {"optimizer": lost.optimizer, "eps": lost.eps, "dtype": lost.dtype,
-         "eps_in_dtype": lost.value, "tensors": lost.tensors, "values": lost.values,
-         "param_groups": list(lost.groups)})
-
-
-CHECKS = (amp_overflow, clip_before_unscale, eps_underflows)
+CHECKS = (amp_overflow,)

@@ -127,11 +127,11 @@ class Monitor:
                             scaler=scaler, per_step_gradients=per_step_gradients,
                             output=output)
         group = process_group()
-        probe_classes = PROBES + ((RanksProbe,) if group else ())
+        probe_classes = _ordered(PROBES + ((RanksProbe,) if group else ()))
         _require_one_publisher(probe_classes)
         self._probes = [self._made(probe) for probe in probe_classes]
         self._ranks = None
-        self._ranks_probe = self._probes[-1] if group else None
+        self._ranks_probe = next((p for p in self._probes if isinstance(p, RanksProbe)), None)
         if group:   # a collective: every rank builds its Monitor
             self._ranks_probe.watch_buffers(not buffers_broadcast)
             self._ranks = RankExchange(*group, [p.name for p in layout.trainable],
@@ -481,6 +481,12 @@ class Monitor:
 # the probe methods the Monitor calls (``probes.base.Probe``)
 _PHASES = ("attach", "begin", "on_forward", "on_step", "on_sampled_step", "contribute",
            "finish", "signals", "view_fields", "fill_row", "report_fields")
+
+
+def _ordered(probe_classes):
+    """The probes in the order their moments run: as listed, those that declare
+    ``runs_last`` after the others (``RanksProbe``)."""
+    return tuple(sorted(probe_classes, key=lambda probe_class: probe_class.runs_last))
 
 
 def _require_one_publisher(probe_classes):

@@ -147,3 +147,20 @@ def test_a_probe_publishing_an_undeclared_signal_is_turned_off(monkeypatch):
     errors = [f for f in monitor.report().findings if f.code == "MONITOR_ERROR"]
     assert [f.evidence["part"] for f in errors] == ["its _StrayProbe (signals)"]
     assert "TWICE_CALLED" not in monitor.report().codes()
+
+
+class _LastProbe(Probe):
+    """Declares that its moments run after every other probe's, wherever it is listed."""
+
+    runs_last = True
+
+    def on_step(self, loss):
+        return False
+
+
+def test_a_probe_that_runs_last_is_ordered_last_wherever_it_is_listed(monkeypatch):
+    monkeypatch.setattr(monitor_module, "PROBES", (_LastProbe,) + PROBES)
+    fw = frameworks()[0]
+    with Monitor(mlp(fw, [FEATURES, 8, 4])) as monitor:
+        assert [type(p) for p in monitor._probes] == list(PROBES) + [_LastProbe]
+        assert type(monitor._phases["on_step"][-1][0]) is _LastProbe

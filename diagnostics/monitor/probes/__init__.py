@@ -57,7 +57,8 @@ How to add a signal (three files and a registration):
    for every iteration, ``on_sampled_step`` for the loss of sampled ones only,
    ``contribute`` to queue device results on the one gather, ``finish`` to fold a completed
    sample into its own state, ``columns`` and ``fill_row`` for history columns. Append the
-   class to ``PROBES`` below (``ORDERED_LAST`` if it must run after all the others). Device
+   class to ``PROBES`` below (its moments run in that order; ``runs_last = True`` on the class,
+   with the reason, if it must run after all the others). Device
    statistics it needs go in ``monitor/kernels/`` (one method per framework), not in the
    backend protocol; its numbers go in ``settings.Thresholds``.
 2. The check, in ``checks/<signal>.py`` (the probe's file name): a pure

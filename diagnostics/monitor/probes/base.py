@@ -77,6 +77,9 @@ class Probe:
 
     #: the ``Signal`` kinds this probe's ``signals`` returns (no other probe may publish one)
     publishes: tuple[type[Signal], ...] = ()
+    #: its moments run after every other probe's (the Monitor orders the probes by this,
+    #: ``PROBES`` order otherwise); say why where it is set
+    runs_last: bool = False
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx

@@ -200,17 +200,14 @@ def loss_at_chance(view):
          "steps": view.step})]
 
 
-FROZEN_SHARE = 0.5   # a loss that does not move, with most of the model frozen: say so
-
-
 def _frozen(view):
-    """``(message tail, suggestion head)`` naming the freeze when at least ``FROZEN_SHARE`` of
+    """``(message tail, suggestion head)`` naming the freeze when at least ``frozen_share`` of
     the model's parameter values have requires_grad=False; ``("", "")`` otherwise."""
     params = view.layout.params if view.layout is not None else []
     total = sum(p.numel for p in params)
     frozen = [p for p in params if not p.trainable]
     count = sum(p.numel for p in frozen)
-    if not total or count < FROZEN_SHARE * total:
+    if not total or count < view.thresholds.frozen_share * total:
         return "", ""
     names = ", ".join(p.name for p in frozen[:3]) + (", ..." if len(frozen) > 3 else "")
     return (f"; {count / total:.1%} of the model's {total:,} parameter values are frozen "

@@ -14,12 +14,9 @@ optimizer ``eps`` that the parameters' dtype rounds to 0 (``checks/optimizer_eps
 from ...findings import Finding
 from ..probes.mixed_precision import LossScaling
 
-RECENT_STEPS = 64        # steps (with a scaler) over which the share of skipped steps is taken
-SKIPPED_SHARE = 0.5      # AMP_OVERFLOW when at least this share of them was skipped
-SCALE_FALL = 2.0 ** 10   # ... or when the scale fell this far below its reference
-DEFAULT_SCALE = 2.0 ** 16  # GradScaler's default init_scale: healthy fp16 runs work near it
-SKIPPED_SAMPLES = 3      # without a scaler: this many sampled steps skipped in a row...
-SKIPPED_SPAN = 64        # ... over at least this many steps (more than finding a scale takes)
+# GradScaler's default init_scale: healthy fp16 runs work near it (torch's number, the
+# reference a larger init_scale is judged from; the thresholds are in ``Thresholds.amp_*``)
+DEFAULT_SCALE = 2.0 ** 16
 
 _FIX = ("train in bfloat16 instead (torch.autocast(device, dtype=torch.bfloat16): float32's "
         "range, no GradScaler needed); lower the learning rate (growing gradients overflow "
@@ -32,17 +29,19 @@ def amp_overflow(view):
     state = view.signal(LossScaling)
     if state is None:
         return []
-    return _with_scaler(state) if state.scaler else _without_scaler(state)
+    if state.scaler:
+        return _with_scaler(state, view.thresholds)
+    return _without_scaler(state, view.thresholds)
 
 
-def _with_scaler(state):
+def _with_scaler(state, thresholds):
     scales = state.scales
     if scales.size == 0:
         return []
     now, skipped = float(scales[-1]), state.skipped
     working = state.working_scale
     reference = max(working or 0.0, min(state.initial_scale, DEFAULT_SCALE))
-    recent = skipped[-RECENT_STEPS:]
+    recent = skipped[-thresholds.amp_recent_steps:]
     share = float(recent.mean())
     counts = (f"{int(skipped.sum())} of {scales.size} steps were skipped "
               f"({int(recent.sum())} of the last {recent.size})")
@@ -51,12 +50,12 @@ def _with_scaler(state):
                   f"{state.initial_scale:.4g}); {counts}: gradients overflow float16 even "
                   f"unscaled, so the optimizer hardly ever steps")
         severity = "error"
-    elif recent.size >= RECENT_STEPS and share >= SKIPPED_SHARE:
+    elif recent.size >= thresholds.amp_recent_steps and share >= thresholds.amp_skipped_share:
         reason = (f"the GradScaler skipped {share:.0%} of the last {recent.size} steps "
                   f"(inf/NaN gradients in float16; scale now {now:.4g}); {counts}: the "
                   f"optimizer hardly ever steps")
         severity = "error"
-    elif now <= reference / SCALE_FALL:
+    elif now <= reference / thresholds.amp_scale_fall:
         where = ("at which steps went through" if reference == working
                  else "it started from")
         reason = (f"the GradScaler's scale fell to {now:.4g}, {reference / now:.3g} times "
@@ -72,13 +71,14 @@ def _with_scaler(state):
          "recent_skipped_share": share, "autocast": state.autocast})]
 
 
-def _without_scaler(state):
+def _without_scaler(state, thresholds):
     run = []
     for step, skipped in reversed(state.sampled):
         if not skipped:
             break
         run.append(step)
-    if len(run) < SKIPPED_SAMPLES or run[0] - run[-1] < SKIPPED_SPAN:
+    if (len(run) < thresholds.amp_skipped_samples
+            or run[0] - run[-1] < thresholds.amp_skipped_span):
         return []
     return [Finding(
         "AMP_OVERFLOW", "error", None,

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from ...findings import Finding
-from ..probes.step_gradients import SPIKE_HISTORY, SPIKE_MIN_HISTORY, StepGradients
+from ..probes.step_gradients import StepGradients
 from .advice import clip_gradients, lower_learning_rate
 
 
@@ -26,9 +26,9 @@ def gradient_spike(view):
             f"division by zero in forward; BatchNorm/LayerNorm",
             {"step": step, "parameters": broken, "suggested_clip": view.clip_value(),
              "calm_gradient_norms": int(view.calm_gradient_norms().size)})]
-    history = state.norms[-SPIKE_HISTORY - 1:-1]
+    history = state.norms[-view.thresholds.spike_history - 1:-1]
     history = history[np.isfinite(history)]
-    if history.size < SPIKE_MIN_HISTORY:
+    if history.size < view.thresholds.spike_min_history:
         return []
     median = float(np.median(history))
     factor = view.thresholds.gradient_growth

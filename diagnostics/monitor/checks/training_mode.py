@@ -3,12 +3,9 @@ from ...findings import Finding
 from ..kinds import BATCHNORM, DROPOUT, module_kind
 from ..probes.training_mode import EvalModeTraining
 
-MIN_STEPS = 5     # eval-mode training steps in a row before it is a finding, not a moment
-
-
 def training_in_eval_mode(view):
     run = view.signal(EvalModeTraining)
-    if run is None or run.steps < MIN_STEPS:
+    if run is None or run.steps < view.thresholds.eval_mode_min_steps:
         return []
     switched, first, steps = run.switch_step, run.first_step, run.steps
     off, effect = _mode_layers(view.layout)

@@ -18,8 +18,6 @@ import numpy as np
 from ..history import Series
 from .base import Probe, Signal
 
-SPIKE_HISTORY = 50      # the spike is measured against the median of this many earlier steps
-SPIKE_MIN_HISTORY = 10  # ... once at least this many are known
 
 
 @dataclass(frozen=True)
@@ -39,7 +37,8 @@ class StepGradientsProbe(Probe):
         super().__init__(ctx)
         self._params = list(ctx.layout.trainable) if ctx.per_step_gradients else []
         self._steps, self._norms = Series(), Series()
-        self._recent = deque(maxlen=SPIKE_HISTORY)   # the last finite norms, for spikes
+        # the last finite norms, for spikes
+        self._recent = deque(maxlen=ctx.thresholds.spike_history)
         self._latest = {}
         self._queued = None
 
@@ -81,7 +80,8 @@ class StepGradientsProbe(Probe):
         recent = self._recent
         factor = self.ctx.thresholds.gradient_growth
         # the median only when the smallest recent norm leaves room for a spike (rarely)
-        spike = (len(recent) >= SPIKE_MIN_HISTORY and total > factor * min(recent)
+        spike = (len(recent) >= self.ctx.thresholds.spike_min_history
+                 and total > factor * min(recent)
                  and total > factor * statistics.median(recent))
         recent.append(total)
         return spike

@@ -16,7 +16,6 @@ import numpy as np
 from ..layout import optimizer_parameter_ids
 from .base import Probe, Signal, floating
 
-SIGHTINGS = 3   # sampled steps a tensor is seen at, unchanged, before it is reported
 _WATCHED = 32   # outside tensors followed at once
 
 
@@ -33,7 +32,7 @@ class UnchangedTensor:
 @dataclass(frozen=True)
 class UnregisteredParameters(Signal):
     """The tensors with gradients that neither the model nor the optimizer holds, seen
-    unchanged at ``SIGHTINGS`` sampled steps or more."""
+    unchanged at ``Thresholds.unregistered_sightings`` sampled steps or more."""
 
     found: tuple[UnchangedTensor, ...]
 
@@ -120,9 +119,10 @@ class UnregisteredProbe(Probe):
         return (UnregisteredParameters(found),)
 
     def _unchanged(self):
+        sightings = self.ctx.thresholds.unregistered_sightings
         return tuple(UnchangedTensor(e.shape, e.first_step, e.last_step, e.sightings)
                      for e in self._outside.values()
-                     if not e.changed and e.sightings >= SIGHTINGS and e.ref() is not None)
+                     if not e.changed and e.sightings >= sightings and e.ref() is not None)
 
     def close(self):
         """Keep what was found for ``report()``; drop the references and samples."""

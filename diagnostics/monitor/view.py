@@ -1,13 +1,22 @@
 """``WindowView``: the read-only picture of the recent past that every check looks at."""
+from __future__ import annotations
+
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from .kinds import RECTIFIER
 from .records import cached_property
+
+if TYPE_CHECKING:   # for the hints alone
+    from .layout import Layout
+    from .probes.base import Signal
+    from .records import Sample
+    from .settings import Thresholds
+    from .units import UnitActivity
 
 S = TypeVar("S")
 
@@ -47,11 +56,11 @@ class WindowView:
 
     step: int                      # steps completed so far
     every: int
-    samples: list                  # Sample objects, oldest first
+    samples: list[Sample]          # oldest first
     losses: np.ndarray             # one per completed step
-    layout: object
-    thresholds: object
-    learning_rates: list = field(default_factory=list)
+    layout: Layout | None
+    thresholds: Thresholds
+    learning_rates: list[float] = field(default_factory=list)
     gradient_norms: np.ndarray = field(default_factory=lambda: np.zeros(0))  # sampled steps
     first_nonfinite_step: int | None = None
     best_loss_level: float | None = None          # lowest median of 24 consecutive losses
@@ -59,11 +68,11 @@ class WindowView:
     eval_pass_count: int = 0                           # passes without gradients in train mode
     kept_losses: list = field(default_factory=list)   # (step, graph buffers alive) of held losses
     held_graphs: list = field(default_factory=list)   # (step, steps later) of loss graphs alive
-    units: object = None                               # UnitActivity of the window
-    gradient_rows: object = None                       # UnitActivity of weight-gradient rows
-    signals: tuple = ()                                # the probes' Signal values, one per kind
+    units: UnitActivity | None = None                  # of the window's activations
+    gradient_rows: UnitActivity | None = None          # of weight-gradient rows
+    signals: tuple[Signal, ...] = ()                   # the probes' values, one per kind
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         by_kind = {}
         for value in self.signals:
             kind = type(value)

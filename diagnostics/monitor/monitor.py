@@ -127,9 +127,11 @@ class Monitor:
                             scaler=scaler, per_step_gradients=per_step_gradients,
                             output=output)
         group = process_group()
-        self._probes = [self._made(probe) for probe in PROBES + ((RanksProbe,) if group else ())]
+        probe_classes = _ordered(PROBES + ((RanksProbe,) if group else ()))
+        _require_one_publisher(probe_classes)
+        self._probes = [self._made(probe) for probe in probe_classes]
         self._ranks = None
-        self._ranks_probe = self._probes[-1] if group else None
+        self._ranks_probe = next((p for p in self._probes if isinstance(p, RanksProbe)), None)
         if group:   # a collective: every rank builds its Monitor
             self._ranks_probe.watch_buffers(not buffers_broadcast)
             self._ranks = RankExchange(*group, [p.name for p in layout.trainable],
@@ -150,6 +152,7 @@ class Monitor:
         self._hooks_of = {}          # probe -> its sampled hooks, to take off a failed probe
         self._failed_checks = set()
         self._fields_of = {}         # probe -> its latest view fields
+        self._signals_of = {}        # probe -> its latest signals
         self._closed = False
         self._sinks = ()
         try:
@@ -315,14 +318,29 @@ class Monitor:
         for (probe, _), part in zip(probes, self._each("view_fields")):
             if part is not None:
                 self._fields_of[probe] = part
-        fields, signals = {"losses": np.zeros(0)}, {}
+        probes = self._phases["signals"]
+        for (probe, _), published in zip(probes, self._each("signals")):
+            if published is not None and self._declared(probe, published):
+                self._signals_of[probe] = tuple(published)
+        fields = {"losses": np.zeros(0)}
         for part in self._fields_of.values():   # a probe turned off: what it last saw
-            signals.update(part.get("signals", {}))
             fields.update(part)
-        fields["signals"] = signals
+        signals = tuple(value for published in self._signals_of.values() for value in published)
         return WindowView(step=self._history.steps, every=self.every,
                           samples=list(self._samples), layout=self._layout,
-                          thresholds=self.thresholds, **fields)
+                          thresholds=self.thresholds, signals=signals, **fields)
+
+    def _declared(self, probe, published):
+        """Whether ``published`` holds only kinds ``probe`` declares, one value each; if not,
+        the probe is turned off (MONITOR_ERROR), its signals left out of the view."""
+        kinds = [type(value) for value in published]
+        stray = [k.__name__ for k in kinds if k not in type(probe).publishes]
+        if not stray and len(set(kinds)) == len(kinds):
+            return True
+        self._probe_failed(probe, "signals", TypeError(
+            f"it published {', '.join(k.__name__ for k in kinds)}; it declares "
+            f"publishes={tuple(k.__name__ for k in type(probe).publishes)}, one value each"))
+        return False
 
     def _run_checks(self, view, *, urgent_only=False):
         step = self._history.steps - 1   # the iteration that just ended
@@ -462,7 +480,27 @@ class Monitor:
 
 # the probe methods the Monitor calls (``probes.base.Probe``)
 _PHASES = ("attach", "begin", "on_forward", "on_step", "on_sampled_step", "contribute",
-           "finish", "view_fields", "fill_row", "report_fields")
+           "finish", "signals", "view_fields", "fill_row", "report_fields")
+
+
+def _ordered(probe_classes):
+    """The probes in the order their moments run: as listed, those that declare
+    ``runs_last`` after the others (``RanksProbe``)."""
+    return tuple(sorted(probe_classes, key=lambda probe_class: probe_class.runs_last))
+
+
+def _require_one_publisher(probe_classes):
+    """Each signal kind has one publisher: two probes declaring one kind would hand the checks
+    one value or the other, depending on the order they ran."""
+    publisher = {}
+    for probe_class in probe_classes:
+        for kind in probe_class.publishes:
+            other = publisher.setdefault(kind, probe_class)
+            if other is not probe_class:
+                raise TypeError(
+                    f"the signal {kind.__name__} is published by two probes, "
+                    f"{other.__name__} and {probe_class.__name__}: each signal kind has one "
+                    f"publisher (Probe.publishes)")
 
 
 class _GuardedHooks:

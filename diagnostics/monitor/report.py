@@ -7,6 +7,7 @@ import numpy as np
 
 from ..jsonable import to_jsonable
 from .layout import display_name
+from .probes.other_optimizer import TrainedElsewhere
 
 
 @dataclass(frozen=True)
@@ -127,9 +128,9 @@ def _loss_summary(view):
     width = next((s.output_width for s in reversed(view.samples) if s.output_width), None)
     if width and width >= 2:
         summary.update({"classes": width, "chance": math.log(width)})
-    elsewhere = view.signals.get("trained_elsewhere")
-    if elsewhere:
-        summary["trained_elsewhere"] = list(elsewhere)
+    elsewhere = view.signal(TrainedElsewhere)
+    if elsewhere is not None and elsewhere.names:
+        summary["trained_elsewhere"] = list(elsewhere.names)
     return summary
 
 

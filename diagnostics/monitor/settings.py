@@ -54,3 +54,29 @@ class Thresholds:
     # UNNORMALIZED_INPUT: root mean square of the model's input outside [low, high]
     input_rms_high: float = 5.0
     input_rms_low: float = 1e-3
+    # a loss that does not move, with at least this share of the model's values frozen
+    # (requires_grad=False): the finding says so
+    frozen_share: float = 0.5
+    # AMP_OVERFLOW with a GradScaler: at least ``amp_skipped_share`` of the last
+    # ``amp_recent_steps`` steps skipped, or the scale fallen ``amp_scale_fall`` times below
+    # its reference (finding a scale halves it a few times: 2**10 is far past that)
+    amp_recent_steps: int = 64
+    amp_skipped_share: float = 0.5
+    amp_scale_fall: float = 2.0 ** 10
+    # ... without one: ``amp_skipped_samples`` sampled steps skipped in a row over at least
+    # ``amp_skipped_span`` steps (more than finding a scale takes)
+    amp_skipped_samples: int = 3
+    amp_skipped_span: int = 64
+    # TRAINING_IN_EVAL_MODE: eval-mode training steps in a row before it is a finding, not a
+    # moment (a validation pass whose model.train() comes a step late)
+    eval_mode_min_steps: int = 5
+    # EXPLODING_GRADIENTS of the per-step tier: the norm against the median of the last
+    # ``spike_history`` steps, judged once ``spike_min_history`` are known
+    spike_history: int = 50
+    spike_min_history: int = 10
+    # UNREGISTERED_PARAMETERS: sampled steps a tensor outside the model and the optimizer is
+    # seen at, unchanged, before it is reported (a tensor edited by hand changes once)
+    unregistered_sightings: int = 3
+    # a moving target (another optimizer trains what the loss depends on): the tensor changed
+    # at this many sampled steps: trained, not edited once
+    moving_target_changes: int = 2

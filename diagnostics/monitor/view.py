@@ -1,12 +1,24 @@
 """``WindowView``: the read-only picture of the recent past that every check looks at."""
+from __future__ import annotations
+
 import math
 import statistics
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from .kinds import RECTIFIER
 from .records import cached_property
+
+if TYPE_CHECKING:   # for the hints alone
+    from .layout import Layout
+    from .probes.base import Signal
+    from .records import Sample
+    from .settings import Thresholds
+    from .units import UnitActivity
+
+S = TypeVar("S")
 
 _CLIP_HISTORY = 10_000  # the clip value is taken from at most this many recent gradient norms
 
@@ -30,15 +42,25 @@ class LossLevels:
 
 @dataclass
 class WindowView:
-    """The last ``window`` sampled steps, the loss of every step, and what the Monitor knows."""
+    """The last ``window`` sampled steps, the loss of every step, and what the Monitor knows.
+
+    Who fills what: the Monitor gives ``step``, ``every``, ``samples`` (every probe writes its
+    part of a ``Sample``), ``layout`` and ``thresholds``; the probes' ``view_fields`` give
+    ``losses``, ``first_nonfinite_step`` and ``best_loss_level`` (``LossProbe``),
+    ``learning_rates`` (``LearningRateProbe``), ``gradient_norms`` and ``gradient_rows``
+    (``GradientsProbe``), ``units`` (``ActivationsProbe``), ``eval_passes`` and
+    ``eval_pass_count`` (``ModesProbe``), ``kept_losses`` and ``held_graphs``
+    (``GraphProbe``). Everything else a probe publishes is a typed ``Signal`` in ``signals``,
+    read with ``signal(Kind)``.
+    """
 
     step: int                      # steps completed so far
     every: int
-    samples: list                  # Sample objects, oldest first
+    samples: list[Sample]          # oldest first
     losses: np.ndarray             # one per completed step
-    layout: object
-    thresholds: object
-    learning_rates: list = field(default_factory=list)
+    layout: Layout | None
+    thresholds: Thresholds
+    learning_rates: list[float] = field(default_factory=list)
     gradient_norms: np.ndarray = field(default_factory=lambda: np.zeros(0))  # sampled steps
     first_nonfinite_step: int | None = None
     best_loss_level: float | None = None          # lowest median of 24 consecutive losses
@@ -46,10 +68,23 @@ class WindowView:
     eval_pass_count: int = 0                           # passes without gradients in train mode
     kept_losses: list = field(default_factory=list)   # (step, graph buffers alive) of held losses
     held_graphs: list = field(default_factory=list)   # (step, steps later) of loss graphs alive
-    units: object = None                               # UnitActivity of the window
-    gradient_rows: object = None                       # UnitActivity of weight-gradient rows
-    signals: dict = field(default_factory=dict)        # name -> value, from probes without a
-                                                       # field of their own
+    units: UnitActivity | None = None                  # of the window's activations
+    gradient_rows: UnitActivity | None = None          # of weight-gradient rows
+    signals: tuple[Signal, ...] = ()                   # the probes' values, one per kind
+
+    def __post_init__(self) -> None:
+        by_kind = {}
+        for value in self.signals:
+            kind = type(value)
+            if kind in by_kind:
+                raise ValueError(f"two values of the signal {kind.__name__} in one view")
+            by_kind[kind] = value
+        self._signals = by_kind
+
+    def signal(self, kind: type[S]) -> S | None:
+        """The value of the signal ``kind`` (a ``probes.base.Signal`` dataclass), or None when
+        no probe published it: a check reads what it needs so, and stays quiet without it."""
+        return self._signals.get(kind)
 
     # ------------------------------------------------------------------- loss
     @cached_property

@@ -1,6 +1,8 @@
 """DROPOUT_IGNORES_EVAL: dropout that model.eval() does not switch off (F.dropout without
 training=self.training, a flag of the model's own) is named where it is made; deterministic
 evaluation passes and other randomness stay quiet; the replays leave no trace."""
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -82,7 +84,7 @@ def _train(fw, model, *, steps=STEPS, every=1, evaluate=None):
 
 def _signal(monitor):
     probe = next(p for p in monitor._probes if type(p).__name__ == "EvalRandomnessProbe")
-    return probe.view_fields()["signals"]["eval_randomness"]
+    return dataclasses.asdict(next(iter(probe.signals())))   # EvalRandomness, as a dict
 
 
 @pytest.mark.parametrize("fw", FRAMEWORKS, ids=lambda fw: fw.name)

@@ -12,9 +12,11 @@ from hypothesis import strategies as st
 
 from diagnostics import Monitor
 from diagnostics.backends import torch_threads
-from diagnostics.monitor.probes.unregistered import SIGHTINGS
+from diagnostics.monitor.settings import Thresholds
 from tests.diagnostics.monitor_nets import FEATURES, batches, frameworks, mlp, teacher_data
 from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
+
+SIGHTINGS = Thresholds().unregistered_sightings
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 FRAMEWORKS = frameworks()

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from diagnostics import Monitor
 from diagnostics.monitor.checks import loss as loss_checks
+from diagnostics.monitor.probes.other_optimizer import TrainedElsewhere
 from diagnostics.monitor.settings import Thresholds
 from diagnostics.monitor.view import WindowView
 from tests.diagnostics.monitor_nets import (
@@ -159,7 +160,7 @@ SHAPE_CHECKS = (loss_checks.loss_diverging, loss_checks.loss_oscillating,
 def view(losses, elsewhere):
     return WindowView(step=len(losses), every=1, samples=[], losses=np.asarray(losses),
                       layout=None, thresholds=Thresholds(),
-                      signals={"trained_elsewhere": elsewhere} if elsewhere else {})
+                      signals=(TrainedElsewhere(tuple(elsewhere)),) if elsewhere else ())
 
 
 @settings(max_examples=60, deadline=None)

@@ -13,7 +13,7 @@ from diagnostics import Monitor
 from diagnostics.backends import get_backend
 from diagnostics.monitor.checks.probabilities import MISFIT_TOLERANCE, cross_entropy_floor
 from diagnostics.monitor.kernels import kernels_for
-from diagnostics.monitor.probes.probabilities import SIMPLEX_RECHECK
+from diagnostics.monitor.probes.probabilities import SIMPLEX_RECHECK, OutputProbabilities
 from tests.diagnostics.monitor_nets import CLASSES, FEATURES, batches, frameworks, teacher_data
 from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
 from tests.diagnostics.test_monitor_lifecycle import hook_state
@@ -184,7 +184,7 @@ def test_logits_are_measured_again_only_every_few_samples_and_probabilities_alwa
                 loss.backward()
                 opt.step()
                 monitor.step(loss)
-            return monitor._view().signals["probabilities"]
+            return monitor._view().signal(OutputProbabilities).records
     logits = records(False, 2 * SIMPLEX_RECHECK + 1)
     assert [r.step for r in logits] == [0, SIMPLEX_RECHECK, 2 * SIMPLEX_RECHECK]
     assert not any(r.on_simplex for r in logits)

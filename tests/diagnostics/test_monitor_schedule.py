@@ -26,7 +26,8 @@ def _findings(lrs, losses=None):
         ctx.step = step
         optimizer.param_groups[0]["lr"] = lr
         probe.on_step(1.0)
-    view = SimpleNamespace(signals=probe.view_fields()["signals"],
+    published = {type(value): value for value in probe.signals()}
+    view = SimpleNamespace(signal=published.get,
                            losses=np.asarray(losses if losses is not None
                                              else [1.0] * len(lrs)))
     return schedule_too_fast(view)

@@ -3,6 +3,7 @@ it (DROPOUT_IGNORES_EVAL's check), finds its two runs equal (or, with Monte Carl
 different on purpose), and the pass itself, the model and the hooks are as without the
 Monitor."""
 import contextlib
+import dataclasses
 
 import numpy as np
 import pytest
@@ -46,7 +47,7 @@ def _train_then_evaluate(name, monitor=None):
         if watching is not None:
             probe = next(p for p in watching._probes
                          if type(p).__name__ == "EvalRandomnessProbe")
-            signal = probe.view_fields()["signals"]["eval_randomness"]
+            signal = dataclasses.asdict(next(iter(probe.signals())))   # EvalRandomness
     arrays = [np.array(getattr(v, "data", v) if setup.framework == "minigrad"
                        else v.detach().float().cpu().numpy()) for _, v in _tensors(output)]
     return arrays, setup, report, signal, hook_snapshot(setup) == before

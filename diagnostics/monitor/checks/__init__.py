@@ -1,13 +1,14 @@
-"""The Monitor's checks, one family per file: each reads a ``WindowView``, returns findings.
+"""The Monitor's checks, one family per file, named as the probe whose signal it reads
+(``checks/clipping.py`` reads ``probes/clipping.py``'s): each reads a ``WindowView``, returns
+findings.
 
 ``URGENT`` checks are cheap and run on every sampled step (NaN loss, stale or exploding
 gradients: the alerts that should not wait); the others run at most every ``FULL_CHECK_STEPS``
 steps and on every ``report()``.
 """
-from . import (activations, eval_randomness, gradients, graph, inputs, loss,
-               mixed_precision, modes, probabilities, registration, schedule,
-               step_contract, step_gradients, training_mode,
-               updates)
+from . import (activations, clipping, eval_randomness, gradients, graph, inputs, loss,
+               mixed_precision, modes, optimizer_eps, probabilities, registration, schedule,
+               step_contract, step_gradients, training_mode, updates)
 
 FULL_CHECK_STEPS = 50
 
@@ -19,7 +20,8 @@ URGENT = (loss.nan_loss, gradients.stale_gradients, gradients.exploding_gradient
 
 CHECKS = (loss.CHECKS + gradients.CHECKS + updates.CHECKS + activations.CHECKS + inputs.CHECKS
           + modes.CHECKS + graph.CHECKS + training_mode.CHECKS + probabilities.CHECKS
-          + mixed_precision.CHECKS + step_gradients.CHECKS + schedule.CHECKS
+          + mixed_precision.CHECKS + clipping.CHECKS + optimizer_eps.CHECKS
+          + step_gradients.CHECKS + schedule.CHECKS
           + step_contract.CHECKS + eval_randomness.CHECKS + registration.CHECKS)
 
 

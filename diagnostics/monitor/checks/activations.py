@@ -6,6 +6,7 @@ import numpy as np
 from ...findings import Finding
 from ..kinds import EMBEDDING, RECTIFIER, SATURATION
 from ..layout import display_name
+from ..probes.activations import CompiledReplay, OutputLayers
 from .advice import lower_learning_rate
 
 
@@ -148,7 +149,8 @@ def saturated_activations(view):
     ends are right answers (background pixels at 0), BCE's gradient per logit (p - y) does not
     vanish through them, and a wrong saturated output shows in the loss."""
     findings = []
-    output_layers = view.signals.get("output_layers", frozenset())
+    output = view.signal(OutputLayers)
+    output_layers = output.names if output is not None else frozenset()
     for layer in view.layout.layers:
         if layer.kind not in SATURATION or layer.name in output_layers:
             continue
@@ -228,23 +230,23 @@ def collapsed_activations(view):
 
 def unseen_layers(view):
     """A compiled model whose replay failed: its layers' statistics cannot be taken."""
-    compiled = view.signals.get("compiled")
-    if not compiled or compiled["error"] is None:
+    compiled = view.signal(CompiledReplay)
+    if compiled is None or compiled.error is None:
         return []
     return [Finding(
         "UNSEEN_LAYERS", "info", None,
         f"the model is compiled (torch.compile): hooks inside the compiled graph do not run, "
         f"and replaying its module underneath (_orig_mod) without gradients raised "
-        f"{compiled['error']}, so the statistics of its {compiled['layers']} layers and their "
+        f"{compiled.error}, so the statistics of its {compiled.layers} layers and their "
         f"checks (dead units, saturation, exploding or collapsed activations) are missing"
-        + (f" after the first {compiled['replays']} sampled steps" if compiled["replays"]
+        + (f" after the first {compiled.replays} sampled steps" if compiled.replays
            else "")
         + "; gradients, updates and the loss are still watched",
         "to see the layers, monitor a run of the uncompiled model (Monitor(model) on the "
         "model before torch.compile, called as it is), or make its forward run eagerly "
         "under torch.no_grad()",
-        {"replays": compiled["replays"], "error": compiled["error"],
-         "layers": compiled["layers"]})]
+        {"replays": compiled.replays, "error": compiled.error,
+         "layers": compiled.layers})]
 
 
 CHECKS = (dead_units, saturated_activations, exploding_activations, collapsed_activations,

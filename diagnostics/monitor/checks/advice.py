@@ -1,4 +1,5 @@
 """Shared wording for suggestions: a learning rate 10x lower, a clip value from the history."""
+from ..probes.schedule import PeakLearningRate
 
 
 def lower_learning_rate(view):
@@ -7,7 +8,8 @@ def lower_learning_rate(view):
     lr = view.learning_rate
     if lr is None:
         return "lower the learning rate (try 10x lower)"
-    peak = view.signals.get("peak_learning_rate")
+    peak = view.signal(PeakLearningRate)
+    peak = peak.value if peak is not None else None
     if peak is not None and peak > 2 * lr:
         return (f"lower the learning rate 10x (its peak lr={peak:g} -> {peak / 10:g}; the "
                 f"schedule has it at {lr:g} now)")

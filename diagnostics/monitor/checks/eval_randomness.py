@@ -3,17 +3,19 @@ mark, made in the forward of a module in eval mode. Dropout the user asked for s
 (Monte Carlo dropout): a training flag written in the call (``F.dropout(x, p,
 training=True)``), or a dropout module switched back on with ``.train()``."""
 from ...findings import Finding
+from ..probes.eval_randomness import EvalRandomness
 
 
 def dropout_ignores_eval(view):
-    last = (view.signals.get("eval_randomness") or {}).get("last")
-    if not last or last["dropout"] is None or last["origin"] is None or last["deliberate"]:
+    signal = view.signal(EvalRandomness)
+    last = signal.last if signal is not None else None
+    if not last or last.dropout is None or last.origin is None or last.deliberate:
         return []
-    drop = last["dropout"]
-    origin = _named(last["origin"], last["origin_type"])
+    drop = last.dropout
+    origin = _named(last.origin, last.origin_type)
     return [Finding(
-        "DROPOUT_IGNORES_EVAL", "warning", last["origin"] or None,
-        f"an evaluation pass (model.eval(), no gradients) at step {last['step']} is random: "
+        "DROPOUT_IGNORES_EVAL", "warning", last.origin or None,
+        f"an evaluation pass (model.eval(), no gradients) at step {last.step} is random: "
         f"run twice on the same batch, {_tensor(last)} had {drop['rate']:.0%} of its non-zero "
         f"entries zeroed in one run and not in the other ({drop['compared']} entries "
         f"compared), and the entries kept in both runs were equal: dropout still drops after "
@@ -24,17 +26,17 @@ def dropout_ignores_eval(view):
         f"nn.Dropout created inside forward keeps dropping; for Monte Carlo dropout write "
         f"training=True in the call, or switch the nn.Dropout modules on with .train() after "
         f"model.eval(): that stays quiet",
-        {"step": last["step"], "eval_pass": last["pass"], "kind": last["kind"],
-         "tensor": last["name"], "origin": last["origin"], "rate": drop["rate"],
+        {"step": last.step, "eval_pass": last.eval_pass, "kind": last.kind,
+         "tensor": last.name, "origin": last.origin, "rate": drop["rate"],
          "zeroed": drop["zeroed"], "kept": drop["kept"], "compared": drop["compared"]})]
 
 
 def _tensor(last):
-    if last["kind"] == "op":
-        return f"the output of {last['name']}"
-    if last["name"] == "":
-        return f"the model's {last['kind']}"
-    return f"the {last['kind']} of {_named(last['name'], last['module_type'])}"
+    if last.kind == "op":
+        return f"the output of {last.name}"
+    if last.name == "":
+        return f"the model's {last.kind}"
+    return f"the {last.kind} of {_named(last.name, last.module_type)}"
 
 
 def _named(name, type_name):

@@ -6,6 +6,7 @@ import numpy as np
 
 from ...findings import Finding
 from ..layout import display_name
+from ..probes.gradients import ZeroStarted
 from .advice import clip_gradients, lower_learning_rate
 
 
@@ -47,7 +48,8 @@ def _blocking_cofactor(view, weight, ratio):
     zero-initialised head or gain) and is still small enough to explain ``ratio``: what it
     multiplies gets a gradient in proportion to its size, so ``weight``'s gradient, scaled to
     that factor at a usual size, would not be starved. Its name, or None."""
-    sizes = view.signals.get("zero_started") or {}
+    started = view.signal(ZeroStarted)
+    sizes = started.sizes if started is not None else {}
     if not sizes:
         return None
     order = [p.name for p in view.layout.params]

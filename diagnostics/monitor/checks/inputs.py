@@ -5,6 +5,7 @@ model divides by 255 itself are normalised data."""
 import statistics
 
 from ...findings import Finding
+from ..probes.inputs import InputLayer
 
 
 def unnormalized_input(view):
@@ -16,7 +17,8 @@ def unnormalized_input(view):
     if thresholds.input_rms_low <= rms <= thresholds.input_rms_high or rms == 0:
         return []
     last = records[-1]
-    layer = view.signals.get("input_layer")
+    layer = view.signal(InputLayer)
+    layer = layer.name if layer is not None else None
     seen = ("the model's input" if layer is None
             else f"the input of layer {layer or '(model)'}, the first with weights,")
     return [Finding(

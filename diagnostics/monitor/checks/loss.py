@@ -19,6 +19,8 @@ import numpy as np
 
 from ...findings import Finding
 from ..history import LEVEL_STEPS
+from ..probes.optimizer_eps import EpsUnderflow
+from ..probes.other_optimizer import TrainedElsewhere
 from .advice import clip_gradients, lower_learning_rate
 
 
@@ -42,9 +44,10 @@ def nan_loss(view):
 def _eps_first(view):
     """An optimizer eps the parameters' dtype rounds to 0 divides by zero: the likelier cause,
     so it leads the advice (EPS_UNDERFLOWS says why)."""
-    lost = view.signals.get("lost_eps", ())
-    if not lost:
+    underflow = view.signal(EpsUnderflow)
+    if underflow is None or not underflow.lost:
         return ""
+    lost = underflow.lost
     return (f"first raise the optimizer's eps ({lost[0].eps:g} is "
             f"{lost[0].value:g} in {lost[0].dtype}, see EPS_UNDERFLOWS); then ")
 
@@ -197,17 +200,14 @@ def loss_at_chance(view):
          "steps": view.step})]
 
 
-FROZEN_SHARE = 0.5   # a loss that does not move, with most of the model frozen: say so
-
-
 def _frozen(view):
-    """``(message tail, suggestion head)`` naming the freeze when at least ``FROZEN_SHARE`` of
+    """``(message tail, suggestion head)`` naming the freeze when at least ``frozen_share`` of
     the model's parameter values have requires_grad=False; ``("", "")`` otherwise."""
     params = view.layout.params if view.layout is not None else []
     total = sum(p.numel for p in params)
     frozen = [p for p in params if not p.trainable]
     count = sum(p.numel for p in frozen)
-    if not total or count < FROZEN_SHARE * total:
+    if not total or count < view.thresholds.frozen_share * total:
         return "", ""
     names = ", ".join(p.name for p in frozen[:3]) + (", ..." if len(frozen) > 3 else "")
     return (f"; {count / total:.1%} of the model's {total:,} parameter values are frozen "
@@ -220,7 +220,8 @@ def moving_target(view):
     """Tensors the loss depends on that another optimizer keeps changing (the model's parameters
     outside this optimizer, or leaves of the loss's graph): the loss is not this optimizer's
     alone to move, so a level, rising or swinging loss says nothing of its progress."""
-    return bool(view.signals.get("trained_elsewhere"))
+    elsewhere = view.signal(TrainedElsewhere)
+    return elsewhere is not None and bool(elsewhere.names)
 
 
 def below_zero(view):

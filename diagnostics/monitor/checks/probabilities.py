@@ -21,6 +21,7 @@ import numpy as np
 
 from ...findings import Finding
 from ..probes.probabilities import SIMPLEX_TOLERANCE  # noqa: F401 - part of this check's rule
+from ..probes.probabilities import OutputProbabilities
 
 MISFIT_TOLERANCE = 1e-2    # cross-entropy's own gradient fits to float rounding (about 1e-6)
 MIN_SAMPLES = 2            # sampled steps that show it
@@ -32,6 +33,14 @@ def cross_entropy_floor(classes):
     return math.log(math.e + classes - 1) - 1
 
 
+_NOTHING = OutputProbabilities((), ())
+
+
+def _signal(view):
+    """The probe's records, or none when it published nothing."""
+    return view.signal(OutputProbabilities) or _NOTHING
+
+
 def bce_with_logits_floor(target):
     """The lowest BCE-with-logits possible for one element whose logit is a probability in
     (0, 1): ``ln(1 + e^-1)`` for target 1 (logit 1), ``ln 2`` for target 0 (logit 0)."""
@@ -41,7 +50,7 @@ def bce_with_logits_floor(target):
 def probabilities_as_logits(view):
     """From the loss's graph when the Monitor saw it, from the values otherwise; both: the
     values' numbers with the graph's chain."""
-    twice = view.signals.get("squashed_twice") or []
+    twice = _signal(view).squashed_twice
     found = _softmax_values(view)
     softmax = [r for r in twice if r.kind == "softmax"]
     sigmoid = [r for r in twice if r.kind == "sigmoid"]
@@ -87,7 +96,7 @@ def _squashed_twice(view, records):
             "(apply torch.sigmoid only to read probabilities at prediction time), or keep the "
             "sigmoid and use nn.BCELoss",
             evidence)
-    simplex = [r for r in view.signals.get("probabilities") or [] if _simplex(r)]
+    simplex = [r for r in _signal(view).records if _simplex(r)]
     floor = "ln(e + C - 1) - 1 for C classes"
     if simplex:
         classes = simplex[-1].classes
@@ -108,7 +117,7 @@ def _squashed_twice(view, records):
 
 def _softmax_values(view):
     """The finding from the output's values and the loss's gradient on them."""
-    records = view.signals.get("probabilities") or []
+    records = _signal(view).records
     fitting = [r for r in records if _simplex(r) and _fits(r)]
     contrary = [r for r in records if _simplex(r) and r.misfit is not None and not _fits(r)]
     if len(fitting) < MIN_SAMPLES or contrary:
@@ -143,7 +152,7 @@ def _softmax_values(view):
 def probabilities_into_nll(view):
     """Probabilities into ``nn.NLLLoss`` (which expects log-probabilities): the loss is
     ``-p[y]``, always negative, and its gradient picks the target's entry of each row."""
-    records = view.signals.get("probabilities") or []
+    records = _signal(view).records
     fitting = [r for r in records if _simplex(r) and _picks(r)]
     contrary = [r for r in records
                 if _simplex(r) and r.pick_misfit is not None and not _picks(r)]

@@ -1,5 +1,6 @@
 """Layers the model does not register: tensors with gradients that nothing ever updates."""
 from ...findings import Finding
+from ..probes.unregistered import UnregisteredParameters
 
 _SHAPES_SHOWN = 6
 
@@ -8,13 +9,14 @@ def unregistered_parameters(view):
     """Leaf tensors that the loss's graph reaches (they get a ``.grad``) but that are neither
     the model's parameters nor in the optimizer, seen unchanged at several sampled steps
     (``probes/unregistered.py``): the optimizer never trains them."""
-    found = view.signals.get("unregistered_parameters") or []
+    signal = view.signal(UnregisteredParameters)
+    found = signal.found if signal is not None else ()
     if not found:
         return []
-    shapes = [_shape(shape) for shape, *_ in found]
+    shapes = [_shape(tensor.shape) for tensor in found]
     shown = ", ".join(shapes[:_SHAPES_SHOWN]) + (", ..." if len(shapes) > _SHAPES_SHOWN else "")
-    first = min(first for _, first, _, _ in found)
-    last = max(last for _, _, last, _ in found)
+    first = min(tensor.first_step for tensor in found)
+    last = max(tensor.last_step for tensor in found)
     count = len(found)
     tensors = "1 tensor that receives" if count == 1 else f"{count} tensors that receive"
     return [Finding(
@@ -28,7 +30,7 @@ def unregistered_parameters(view):
         "layers kept in a plain Python list or dict are not registered: use nn.ModuleList / "
         "nn.ModuleDict (a tensor attribute: nn.Parameter); a network meant to stay fixed (a "
         "teacher) should run under torch.no_grad() or have requires_grad_(False)",
-        {"tensors": count, "shapes": [list(shape) for shape, *_ in found],
+        {"tensors": count, "shapes": [list(tensor.shape) for tensor in found],
          "first_step": first, "last_step": last})]
 
 

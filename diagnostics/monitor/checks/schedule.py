@@ -4,7 +4,7 @@ batch), and a warm-up that never hands over (per-step settings, stepped per epoc
 import numpy as np
 
 from ...findings import Finding
-from ..probes.schedule import COLLAPSED
+from ..probes.schedule import COLLAPSED, FastSchedule, SlowWarmup
 
 
 def schedule_too_fast(view):
@@ -12,7 +12,7 @@ def schedule_too_fast(view):
     fall took, or its decay was done within the first quarter of the run since its peak, or it
     fell and climbed back cycle after cycle (``probes.schedule``). A schedule over the whole
     run (cosine to 0, OneCycle's final decay) reaches its end at the end of the run."""
-    fast = view.signals.get("fast_schedule")
+    fast = view.signal(FastSchedule)
     if fast is None:
         return []
     steps = fast.collapse_step - fast.peak_step
@@ -55,7 +55,7 @@ def warmup_never_ends(view):
     """LR_WARMUP_NEVER_ENDS: the rate climbs towards its scheduler's base rate one rise every
     few optimizer steps, at a pace that reaches the base only after twenty times the run so
     far (``probes.schedule``): a warm-up in optimizer steps, stepped once per epoch."""
-    slow = view.signals.get("slow_warmup")
+    slow = view.signal(SlowWarmup)
     if slow is None:
         return []
     scheduler = f" ({slow.scheduler})" if slow.scheduler else ""

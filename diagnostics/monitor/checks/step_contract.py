@@ -1,6 +1,7 @@
 """Clauses of the training-step contract (``probes.step_contract``): gradients cleared once per
 optimizer step and never inside its window, clipping on the gradients the step applies."""
 from ...findings import Finding
+from ..probes.step_contract import StepContract
 
 MIN_PASSES = 3       # two passes per step with a clear between are also SAM (the first
                      # gradient picks the perturbation, the second is applied)
@@ -16,7 +17,7 @@ def accumulation_discarded(view):
     """ACCUMULATION_DISCARDED: at ``MIN_WINDOWS`` optimizer steps or more, ``.grad`` was
     cleared between backward passes of the same step, with at least ``MIN_PASSES`` passes in
     that step: the step applied only the passes after the last clearing."""
-    contract = view.signals.get("step_contract")
+    contract = view.signal(StepContract)
     if contract is None:
         return []
     windows = [w for w in contract.discarding if w.passes >= MIN_PASSES]
@@ -45,7 +46,7 @@ def gradients_cleared_before_step(view):
     """GRADIENTS_CLEARED_BEFORE_STEP: the gradient of the window's backward passes was
     cleared before the optimizer step that was to apply it, at ``MIN_WINDOWS`` steps and at
     ``MIN_SHARE`` of the steps with a backward pass."""
-    contract = view.signals.get("step_contract")
+    contract = view.signal(StepContract)
     if contract is None or not _habit(contract.cleared_count, contract.windows):
         return []
     first = contract.cleared[0]
@@ -67,7 +68,7 @@ def clip_has_no_effect(view):
     optimizer step applied, at ``MIN_WINDOWS`` steps and ``MIN_SHARE`` of the steps that
     clipped: each ran before the window's first backward pass (after the previous step), or
     on tensors none of which held a gradient (an exhausted generator, a copy)."""
-    contract = view.signals.get("step_contract")
+    contract = view.signal(StepContract)
     if contract is None or not _habit(contract.ineffective_count, contract.clipped_windows):
         return []
     first = contract.ineffective[0]

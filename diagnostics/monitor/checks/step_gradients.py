@@ -5,12 +5,12 @@ import math
 import numpy as np
 
 from ...findings import Finding
-from ..probes.step_gradients import SPIKE_HISTORY, SPIKE_MIN_HISTORY
+from ..probes.step_gradients import StepGradients
 from .advice import clip_gradients, lower_learning_rate
 
 
 def gradient_spike(view):
-    state = view.signals.get("step_gradients")
+    state = view.signal(StepGradients)
     if state is None or state.norms.size == 0:
         return []
     step, total = int(state.steps[-1]), float(state.norms[-1])
@@ -26,9 +26,9 @@ def gradient_spike(view):
             f"division by zero in forward; BatchNorm/LayerNorm",
             {"step": step, "parameters": broken, "suggested_clip": view.clip_value(),
              "calm_gradient_norms": int(view.calm_gradient_norms().size)})]
-    history = state.norms[-SPIKE_HISTORY - 1:-1]
+    history = state.norms[-view.thresholds.spike_history - 1:-1]
     history = history[np.isfinite(history)]
-    if history.size < SPIKE_MIN_HISTORY:
+    if history.size < view.thresholds.spike_min_history:
         return []
     median = float(np.median(history))
     factor = view.thresholds.gradient_growth

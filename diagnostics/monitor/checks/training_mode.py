@@ -1,18 +1,16 @@
 """Training in eval mode: ``model.eval()`` for validation, ``model.train()`` never called again."""
 from ...findings import Finding
 from ..kinds import BATCHNORM, DROPOUT, module_kind
-
-MIN_STEPS = 5     # eval-mode training steps in a row before it is a finding, not a moment
-
+from ..probes.training_mode import EvalModeTraining
 
 def training_in_eval_mode(view):
-    run = view.signals.get("eval_mode_training")
-    if run is None or run["steps"] < MIN_STEPS:
+    run = view.signal(EvalModeTraining)
+    if run is None or run.steps < view.thresholds.eval_mode_min_steps:
         return []
-    switched, first, steps = run["switch_step"], run["first_step"], run["steps"]
+    switched, first, steps = run.switch_step, run.first_step, run.steps
     off, effect = _mode_layers(view.layout)
     plural = " and " in off
-    if run["ongoing"]:
+    if run.ongoing:
         when = (f"{off} {'have' if plural else 'has'} been off for the last {steps} training "
                 f"steps (from step {first})")
     else:
@@ -24,7 +22,7 @@ def training_in_eval_mode(view):
         f"{switched} and model.train() was not called again: {when}; {effect}",
         "call model.train() after validation (at the start of every training epoch or step)",
         {"switch_step": switched, "first_step": first, "steps": steps,
-         "ongoing": run["ongoing"], "modules": run["modules"]})]
+         "ongoing": run.ongoing, "modules": list(run.modules)})]
 
 
 def _mode_layers(layout):

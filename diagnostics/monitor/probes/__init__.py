@@ -39,23 +39,38 @@ probe                     signal
 
 How to add a signal (three files and a registration):
 
-1. ``probes/<signal>.py``: a ``Probe`` subclass that overrides only the moments it needs
-   (``attach`` for hooks on sampled iterations, ``on_forward`` or ``on_step`` for every
-   iteration, ``on_sampled_step`` for the loss of sampled ones only, ``contribute`` to queue device results on the one gather, ``finish`` to fold a
-   completed sample into its own state, ``columns`` and ``fill_row`` for history columns),
-   and hands its check what it measured from ``view_fields`` as ``{"signals": {name:
-   value}}`` (the check reads ``view.signals[name]``). Append the class to ``PROBES`` below.
-   Device statistics it needs go in ``monitor/kernels/`` (one method per framework), not in
-   the backend protocol.
-2. The check: a pure ``check(view) -> [Finding]`` in ``checks/<family>.py``, listed in that
-   family's ``CHECKS`` (its new finding code gets its line in ``diagnostics/findings.py``'s
-   ``CODES``).
+1. ``probes/<signal>.py``: the signal, a frozen dataclass subclassing ``Signal`` with named,
+   typed fields (a record inside it a small frozen dataclass of its own, not a tuple), and a
+   ``Probe`` subclass that declares it and overrides only the moments it needs::
+
+       @dataclass(frozen=True)
+       class EpsUnderflow(Signal):
+           lost: tuple[LostEps, ...]
+
+       class OptimizerEpsProbe(Probe):
+           publishes = (EpsUnderflow,)          # the Monitor refuses a second publisher
+           def begin(self): ...                 # measure
+           def signals(self):                   # hand it to the checks
+               return (EpsUnderflow(tuple(self.lost)),) if self.lost else ()
+
+   The moments: ``attach`` for hooks on sampled iterations, ``on_forward`` or ``on_step``
+   for every iteration, ``on_sampled_step`` for the loss of sampled ones only,
+   ``contribute`` to queue device results on the one gather, ``finish`` to fold a completed
+   sample into its own state, ``columns`` and ``fill_row`` for history columns. Append the
+   class to ``PROBES`` below (its moments run in that order; ``runs_last = True`` on the class,
+   with the reason, if it must run after all the others). Device
+   statistics it needs go in ``monitor/kernels/`` (one method per framework), not in the
+   backend protocol; its numbers go in ``settings.Thresholds``.
+2. The check, in ``checks/<signal>.py`` (the probe's file name): a pure
+   ``check(view) -> [Finding]`` that reads ``view.signal(EpsUnderflow)`` (None when nothing
+   was published: the check stays quiet), listed in that file's ``CHECKS`` (its new finding
+   code gets its line in ``diagnostics/findings.py``'s ``CODES``).
 3. A row for the finding code in docs/findings.md.
 
 tests/diagnostics/test_monitor_probes.py adds a toy signal exactly this way.
 """
 from .activations import ActivationsProbe
-from .base import Context, Probe
+from .base import Context, Probe, Signal
 from .clipping import ClippingProbe
 from .eval_randomness import EvalRandomnessProbe
 from .gradients import GradientsProbe
@@ -82,7 +97,7 @@ PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsPr
           StepContractProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe,
           UnregisteredProbe, OtherOptimizerProbe)
 
-__all__ = ["PROBES", "Context", "Probe", "StepContractProbe", "ActivationsProbe",
+__all__ = ["PROBES", "Context", "Probe", "Signal", "StepContractProbe", "ActivationsProbe",
            "ClippingProbe", "EvalRandomnessProbe", "GradientsProbe", "GraphProbe", "InputsProbe",
            "LearningRateProbe", "LossProbe", "MixedPrecisionProbe", "ModesProbe",
            "OptimizerEpsProbe", "OtherOptimizerProbe", "OutputsProbe", "ProbabilitiesProbe",

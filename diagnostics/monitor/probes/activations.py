@@ -15,24 +15,44 @@ its module underneath (``monitor/compiled.py``).
 A squashing layer (sigmoid, tanh) whose output *is* the model's output (itself, one of the
 tensors of a tuple/list/dict output, or a view of one: ``.view(-1)``, ``.squeeze(1)``) is
 the output layer: it goes straight into the loss. Those layers are published as
-``output_layers``; saturation is judged on hidden layers only (``checks/activations.py``).
+``OutputLayers``; saturation is judged on hidden layers only (``checks/activations.py``).
 
 A plain ``ReLU`` applied to the output the previous hook just measured (a Linear's, a
 BatchNorm's), unchanged since but by the ReLU itself, takes its unit extremes from that
 measurement (``relu(max) = max(max, 0)``, exactly) instead of two more passes over the tensor.
 """
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..compiled import module_underneath, replay
 from ..history import activation_columns
 from ..records import ActivationRecord
 from ..units import UnitActivity
-from .base import Probe
+from .base import Probe, Signal
 
 MAX_CALLS = 8
 
 
+@dataclass(frozen=True)
+class OutputLayers(Signal):
+    """Call names of the squashing layers (sigmoid, tanh) whose output is the model's."""
+
+    names: frozenset[str]
+
+
+@dataclass(frozen=True)
+class CompiledReplay(Signal):
+    """A compiled model's layers seen through an eager replay: how many sampled steps were
+    replayed, what a replay raised (None: none did), how many layers it watches."""
+
+    replays: int
+    error: str | None
+    layers: int
+
+
 class ActivationsProbe(Probe):
+    publishes = (OutputLayers, CompiledReplay)
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -186,11 +206,14 @@ class ActivationsProbe(Probe):
             self.units.add(name, record)
 
     def view_fields(self):
-        signals = {"output_layers": frozenset(self.output_layers)}
+        return {"units": self.units}
+
+    def signals(self):
+        published = (OutputLayers(frozenset(self.output_layers)),)
         if self._underneath is not None:
-            signals["compiled"] = {"replays": self.replays, "error": self.replay_error,
-                                   "layers": len(self._layers)}
-        return {"units": self.units, "signals": signals}
+            published += (CompiledReplay(replays=self.replays, error=self.replay_error,
+                                         layers=len(self._layers)),)
+        return published
 
     def fill_row(self, row, sample, view):
         for layer, columns in self._columns:

@@ -16,9 +16,9 @@ norm_``; its ``norm_type`` is then unknown, NaN); ``clip_grad_value_`` imported 
 """
 import functools
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from .base import Probe
+from .base import Probe, Signal
 from .shared_patch import SharedPatch
 
 PATCHED = ("clip_grad_norm_", "clip_grad_value_")
@@ -31,9 +31,9 @@ _INSTALLED = []       # (owner, name, original, wrapper) while any probe listens
 _CALLS = threading.local()   # .depth: wrapped public clipping calls under way in this thread
 
 
-@dataclass
-class ScaledClip:
-    """What the check reads (``view.signals["scaled_clipping"]``): the calls that clipped
+@dataclass(frozen=True)
+class ScaledClip(Signal):
+    """What the check reads (``view.signal(ScaledClip)``): the calls that clipped
     still-scaled gradients: the first one, its numbers read at a transfer."""
 
     function: str          # "clip_grad_norm_" or "clip_grad_value_"
@@ -45,6 +45,7 @@ class ScaledClip:
 
 
 class ClippingProbe(Probe):
+    publishes = (ScaledClip,)
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -106,16 +107,14 @@ class ClippingProbe(Probe):
             raise self._error
         tensors, self._pending = self._pending, None
         if tensors:
-            found = self.found
-
             def receive(values):
-                found.scale = float(values[0])
-                if len(values) > 1:
-                    found.total_norm = float(values[1])
+                found = self.found
+                self.found = replace(found, scale=float(values[0]), total_norm=float(
+                    values[1]) if len(values) > 1 else found.total_norm)
             self.ctx.collector.add(tensors, receive)
 
-    def view_fields(self):
-        return {"signals": {"scaled_clipping": self.found}}
+    def signals(self):
+        return () if self.found is None else (self.found,)
 
     def close(self):
         self._pending = None

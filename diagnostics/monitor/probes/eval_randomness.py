@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compiled import input_copies, keyword_copies, module_underneath, replaying
-from .base import Probe
+from .base import Probe, Signal
 
 CHECK_GROWTH = 10     # the passes checked: the first, then the 10th, 100th, ... of the run
 MAX_CHECKS = 4
@@ -48,7 +48,37 @@ MIN_RATE = 0.005      # share of the non-zero elements that one run zeroes, at t
 RTOL = 1e-2           # equal up to this (relative), as nondeterministic GPU kernels allow
 
 
+
+@dataclass(frozen=True)
+class RandomEvalPass:
+    """Two runs of one evaluation pass that differ: the first tensor that does (with
+    dropout's mark if one has it), and the module whose forward made it."""
+
+    step: int
+    eval_pass: int               # the evaluation pass's number, counting from 1
+    kind: str                    # "input" or "output" of a module, or "op"
+    name: str | None             # the module ("" the model itself), or the operation
+    module_type: str | None      # the module's class name (None for an operation)
+    origin: str | None           # the module whose forward made it ("" the model; None: unknown)
+    origin_type: str
+    origin_training: bool        # that module's .training flag
+    dropout: dict | None         # dropout_signature of the two tensors, or None
+    deliberate: str | None       # why the randomness is the user's choice (MC dropout), or None
+
+
+@dataclass(frozen=True)
+class EvalRandomness(Signal):
+    """Replays of evaluation passes so far: how many were checked of how many passes, what a
+    replay raised (then no more are made), and what the latest check found."""
+
+    checks: int
+    passes: int
+    error: str | None
+    last: RandomEvalPass | None
+
+
 class EvalRandomnessProbe(Probe):
+    publishes = (EvalRandomness,)
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -60,7 +90,7 @@ class EvalRandomnessProbe(Probe):
         self._sampling = False     # inside _record: its own operations are not events
         self.checks = 0
         self.error = None          # what a replay raised, if one did (no further replays)
-        self.last = None           # what the latest check found: a dict, or None
+        self.last = None           # what the latest check found: a RandomEvalPass, or None
 
     def on_forward(self, args, kwargs, grad_enabled):
         if grad_enabled or self._target.training or self._replaying:
@@ -148,25 +178,22 @@ class EvalRandomnessProbe(Probe):
             deliberate = "training flag written in the call"
         elif origin_training and difference.dropout is not None:
             deliberate = "module in train mode in a model in eval mode (switched on)"
-        return {"step": self.ctx.step, "pass": self._passes, "kind": difference.kind,
-                "name": self._display(difference.name, modules) if is_module
-                else difference.name,
-                "module_type": type(modules.get(difference.name)).__name__ if is_module
-                else None,
-                "origin": self._display(difference.origin, modules),
-                "origin_type": type(origin).__name__,
-                "origin_training": origin_training,
-                "dropout": difference.dropout, "deliberate": deliberate}
+        return RandomEvalPass(
+            step=self.ctx.step, eval_pass=self._passes, kind=difference.kind,
+            name=self._display(difference.name, modules) if is_module else difference.name,
+            module_type=type(modules.get(difference.name)).__name__ if is_module else None,
+            origin=self._display(difference.origin, modules),
+            origin_type=type(origin).__name__, origin_training=origin_training,
+            dropout=difference.dropout, deliberate=deliberate)
 
     def _display(self, name, modules):
         """The module's name, "" for the model itself (a compiled model's module underneath
         too), None when unknown."""
         return "" if name is not None and modules.get(name) is self._target else name
 
-    def view_fields(self):
-        return {"signals": {"eval_randomness": {
-            "checks": self.checks, "passes": self._passes, "error": self.error,
-            "last": self.last}}}
+    def signals(self):
+        return (EvalRandomness(checks=self.checks, passes=self._passes, error=self.error,
+                               last=self.last),)
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,27 @@ it multiplies zero, then in proportion to its size while it grows: its size at e
 backward (relative to a usual init: RMS times sqrt(fan-in) for a matrix) tells the
 gradient-flow check why a layer before it gets so little."""
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..history import Series, gradient_columns
 from ..records import GradientRecord
 from ..units import UnitActivity
-from .base import Probe
+from .base import Probe, Signal
+
+
+@dataclass(frozen=True)
+class ZeroStarted(Signal):
+    """Parameters that started at zero (LoRA's ``B``, a zero-initialised head or gain), by
+    name: ``{sampled step: their size relative to a usual initialisation's}``."""
+
+    sizes: Mapping[str, Mapping[int, float]]
 
 
 class GradientsProbe(Probe):
+    publishes = (ZeroStarted,)
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -200,8 +211,10 @@ class GradientsProbe(Probe):
             self.rows.add_magnitude(name, magnitude, sample.batch or 0)
 
     def view_fields(self):
-        return {"gradient_norms": self.norms.values, "gradient_rows": self.rows,
-                "signals": {"zero_started": self.cofactors}}
+        return {"gradient_norms": self.norms.values, "gradient_rows": self.rows}
+
+    def signals(self):
+        return (ZeroStarted({name: dict(sizes) for name, sizes in self.cofactors.items()}),)
 
     def fill_row(self, row, sample, view):
         row["gradient_norm"] = sample.gradient_norm

@@ -15,10 +15,11 @@ among the keywords, else the first tensor (a mask or the labels tell nothing abo
 Token ids give the batch size but no statistics (they are not floating).
 """
 import math
+from dataclasses import dataclass
 
 from ..compiled import module_underneath
 from ..records import ActivationRecord
-from .base import Probe, floating
+from .base import Probe, Signal, floating
 
 INPUT_NAMES = ("input_ids", "inputs_embeds", "pixel_values", "input_values", "input_features",
                "inputs", "input", "x")
@@ -39,7 +40,16 @@ def input_tensor(backend, args, kwargs):
 
 
 
+@dataclass(frozen=True)
+class InputLayer(Signal):
+    """The layer whose input was measured last: the first with weights ("" the model
+    itself), None when the model's input was measured before any layer."""
+
+    name: str | None
+
+
 class InputsProbe(Probe):
+    publishes = (InputLayer,)
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -92,8 +102,8 @@ class InputsProbe(Probe):
             sample.inputs = record if sample.inputs is None else sample.inputs.merge(record)
         self.ctx.collector.add(stats, receive)
 
-    def view_fields(self):
-        return {"signals": {"input_layer": self.layer}}
+    def signals(self):
+        return (InputLayer(self.layer),)
 
     def fill_row(self, row, sample, view):
         inputs = sample.inputs

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..history import Series
-from .base import Probe
+from .base import Probe, Signal
 from .shared_patch import SharedPatch
 
 
 @dataclass(frozen=True)
-class LossScaling:
-    """What the mixed-precision check reads (``view.signals["mixed_precision"]``)."""
+class LossScaling(Signal):
+    """What the mixed-precision check reads (``view.signal(LossScaling)``)."""
 
     autocast: str | None       # the dtype autocast computed in ("float16", "bfloat16"), if seen
     scaler: bool               # the Monitor was given an enabled GradScaler
@@ -78,6 +78,7 @@ class LossScaling:
 
 
 class MixedPrecisionProbe(Probe):
+    publishes = (LossScaling,)
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -164,9 +165,9 @@ class MixedPrecisionProbe(Probe):
                            initial_scale=self._initial, scales=self._scales.values,
                            sampled=tuple(self._sampled), found=self._found)
 
-    def view_fields(self):
+    def signals(self):
         state = self.state()
-        return {} if state is None else {"signals": {"mixed_precision": state}}
+        return () if state is None else (state,)
 
     def report_fields(self):
         state = self.state()

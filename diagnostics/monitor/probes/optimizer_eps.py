@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Probe
+from .base import Probe, Signal
 
 LOST = 0.1     # eps is lost when its value in the dtype is 0 or this far off (relative)
 
@@ -29,6 +29,13 @@ class LostEps:
     values: int            # their elements
     groups: tuple          # the param groups' indices
     tiny: float            # the dtype's smallest normal number: an eps from here on is kept
+
+
+@dataclass(frozen=True)
+class EpsUnderflow(Signal):
+    """The signal of EPS_UNDERFLOWS: every (eps, dtype) of the optimizer that is lost."""
+
+    lost: tuple[LostEps, ...]
 
 
 def lost_eps(optimizer):
@@ -86,6 +93,7 @@ def _numel(param):
 
 
 class OptimizerEpsProbe(Probe):
+    publishes = (EpsUnderflow,)
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -97,5 +105,5 @@ class OptimizerEpsProbe(Probe):
             if self.ctx.optimizer is not None:
                 self.lost = lost_eps(self.ctx.optimizer)
 
-    def view_fields(self):
-        return {"signals": {"lost_eps": self.lost}} if self.lost else {}
+    def signals(self):
+        return (EpsUnderflow(tuple(self.lost)),) if self.lost else ()

@@ -11,22 +11,30 @@ grad, that this optimizer does not hold, and that is a parameter of the model, a
 loss's graph (``kernels.graph_leaves``) or a leaf of the graph of an input the model was
 called on (a discriminator watched alone sees the generator so, when it scores G(z) in the
 generator's step) is compared with its sample at the previous sampled step. One that changed
-at ``MOVES`` comparisons or more, the last of them within the loss checks' window
-(``Thresholds.loss_window`` steps), is trained elsewhere: another optimizer steps it (every
-step, or every few: a critic trained five times per generator step). A frozen
+at ``Thresholds.moving_target_changes`` comparisons or more, the last of them within the loss
+checks' window (``Thresholds.loss_window`` steps), is trained elsewhere: another optimizer
+steps it (every step, or every few: a critic trained five times per generator step). A frozen
 part (a backbone outside the optimizer, a fixed teacher, layers kept in a plain list) never
 changes, and is no longer sampled once it stayed unchanged that long; a new tensor per batch
 is never compared twice; a tensor edited once by hand changes once: none of them counts.
 """
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..layout import optimizer_parameter_ids
-from .base import Probe, floating
+from .base import Probe, Signal, floating
 
-MOVES = 2       # sampled steps at which a tensor changed: trained, not edited once
 _WATCHED = 32   # tensors followed at once (those found frozen not counted)
+
+
+@dataclass(frozen=True)
+class TrainedElsewhere(Signal):
+    """Tensors the loss depends on that another optimizer keeps changing, by name (a
+    parameter's, else "a tensor of shape AxB"): the loss is a moving target."""
+
+    names: tuple[str, ...]
 
 
 class _Followed:
@@ -41,12 +49,13 @@ class _Followed:
         self.last_change = None   # the step of the latest
         self.frozen = False       # unchanged for a whole loss window: no longer sampled
 
-    def moving(self, step, window):
-        return (self.changes >= MOVES and step - self.last_change <= window
+    def moving(self, step, window, changes):
+        return (self.changes >= changes and step - self.last_change <= window
                 and self.ref() is not None)
 
 
 class OtherOptimizerProbe(Probe):
+    publishes = (TrainedElsewhere,)
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -56,7 +65,7 @@ class OtherOptimizerProbe(Probe):
         self._queued = []         # (_Followed, step, sample of its values) for the transfer
         self._input_leaves = []   # leaves of a model input's graph, until the next sample
         self._look = True         # an input made by a graph not yet walked since the last sample
-        self._found = None        # what view_fields gives once closed
+        self._found = None        # what signals gives once closed
 
     def on_forward(self, args, kwargs, grad_enabled):
         """The first input of the period that carries a graph (a discriminator called on
@@ -105,13 +114,14 @@ class OtherOptimizerProbe(Probe):
             self.ctx.collector.add((sample,), lambda parts, entry=entry, step=step:
                                    _sighted(entry, step, parts[0], window))
 
-    def view_fields(self):
+    def signals(self):
         found = self._found if self._found is not None else self._moving()
-        return {"signals": {"trained_elsewhere": list(found)}}
+        return (TrainedElsewhere(tuple(found)),)
 
     def _moving(self):
-        step, window = self.ctx.step, self.ctx.thresholds.loss_window
-        return [e.name for e in self._followed.values() if e.moving(step, window)]
+        step, thresholds = self.ctx.step, self.ctx.thresholds
+        window, changes = thresholds.loss_window, thresholds.moving_target_changes
+        return [e.name for e in self._followed.values() if e.moving(step, window, changes)]
 
     def close(self):
         """Keep what was found for ``report()``; drop the references and samples."""

@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass
 
 
-from .base import Probe, floating
+from .base import Probe, Signal, floating
 
 SIMPLEX_TOLERANCE = 2e-3   # |row sum - 1| and -min(entry) of a float16 softmax stay below this
 SIMPLEX_RECHECK = 10       # an output off the simplex is measured again this many samples on
@@ -64,7 +64,17 @@ class SquashedTwiceRecord:
     module: str | None       # the module whose output it was, None for a functional call
 
 
+@dataclass(frozen=True)
+class OutputProbabilities(Signal):
+    """The window's records: output rows on the simplex (and the loss's gradient on them),
+    and loss graphs that squash a sigmoid or softmax twice."""
+
+    records: tuple[ProbabilityRecord, ...]
+    squashed_twice: tuple[SquashedTwiceRecord, ...]
+
+
 class ProbabilitiesProbe(Probe):
+    publishes = (OutputProbabilities,)
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -186,9 +196,8 @@ class ProbabilitiesProbe(Probe):
                     pick_rows=int(fit[5 * i + 4]) if fit else 0))
         self._drop()
 
-    def view_fields(self):
-        return {"signals": {"probabilities": list(self._records),
-                            "squashed_twice": list(self._twice)}}
+    def signals(self):
+        return (OutputProbabilities(tuple(self._records), tuple(self._twice)),)
 
     def close(self):
         self._drop()

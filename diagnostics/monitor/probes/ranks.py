@@ -53,6 +53,9 @@ def persistent_buffers(model):
 
 
 class RanksProbe(Probe):
+    # last: its fingerprints are of the iteration as every other probe left it (an evaluation
+    # replay has put the buffers back), and they are the row the rank exchange sends
+    runs_last = True
 
     def __init__(self, ctx):
         super().__init__(ctx)

@@ -16,7 +16,7 @@ A Python float read per step and a counter in the optimizer's step pre-hook: no 
 """
 from dataclasses import dataclass
 
-from .base import Probe
+from .base import Probe, Signal
 from .optimizer_hooks import add_step_hooks
 
 COLLAPSED = 1e-3          # the rate is ~0: below this share of the peak a step changes nothing
@@ -32,7 +32,7 @@ FALLBACK_STEPS = 50       # no scheduler to read (a rate set by hand): a fall in
 
 
 @dataclass(frozen=True)
-class FastSchedule:
+class FastSchedule(Signal):
     """A decay consumed early (``cycled=False``: the rate fell below ``depth`` of its peak at
     ``collapse_step`` and stayed) or a schedule run past its end (``cycled=True``: it fell
     below ``DECAYED`` and came back gradually above half the peak, ``back_step`` the first
@@ -52,7 +52,7 @@ class FastSchedule:
 
 
 @dataclass(frozen=True)
-class SlowWarmup:
+class SlowWarmup(Signal):
     """A warm-up whose pace puts the base rate far beyond the run: ``rises`` rises of the rate
     in ``optimizer_steps`` optimizer steps (one every ``steps_per_rise``), now ``lr`` against
     the base ``base_lr``, which this pace reaches after about ``steps_to_base`` steps."""
@@ -67,7 +67,16 @@ class SlowWarmup:
     scheduler: str | None = None
 
 
+@dataclass(frozen=True)
+class PeakLearningRate(Signal):
+    """The highest learning rate of the run so far (advice scales from it, not from a rate
+    the schedule has since decayed)."""
+
+    value: float
+
+
 class ScheduleProbe(Probe):
+    publishes = (FastSchedule, SlowWarmup, PeakLearningRate)
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -218,9 +227,10 @@ class ScheduleProbe(Probe):
             self.slow_warmup = SlowWarmup(lr, base, self._rises, steps, per_rise, to_base,
                                           self.ctx.step, self._describe_schedulers())
 
-    def view_fields(self):
-        return {"signals": {"fast_schedule": self.fast, "slow_warmup": self.slow_warmup,
-                            "peak_learning_rate": self._peak or None}}
+    def signals(self):
+        published = (self.fast, self.slow_warmup,
+                     PeakLearningRate(self._peak) if self._peak else None)
+        return tuple(value for value in published if value is not None)
 
     def close(self):
         for hook in self._hooks:

@@ -29,7 +29,7 @@ micro-batches. Python only, apart from the zeros read after an in-place write in
 from dataclasses import dataclass, field
 
 from ..layout import optimizer_parameter_ids
-from .base import Probe
+from .base import Probe, Signal
 from .clipping import _PATCH as CLIPPING_PATCH
 from .optimizer_hooks import add_step_hooks
 
@@ -67,27 +67,51 @@ class IneffectiveClip:
     with_gradient: int    # of them, holding a gradient
 
 
-@dataclass
-class StepContract:
-    """What the recorder saw over the run (``view.signals["step_contract"]``)."""
+@dataclass(frozen=True)
+class StepContract(Signal):
+    """What the recorder saw over the run so far (``view.signal(StepContract)``)."""
 
-    parameter: str | None = None      # the followed parameter
-    windows: int = 0                  # optimizer steps with at least one backward pass
-    accumulating: int = 0             # of them, with more than one backward pass
-    discarding: list = field(default_factory=list)       # DiscardingWindow, the first KEPT
+    parameter: str | None             # the followed parameter
+    windows: int                      # optimizer steps with at least one backward pass
+    accumulating: int                 # of them, with more than one backward pass
+    discarding: tuple[DiscardingWindow, ...]   # the first KEPT
+    discarding_count: int
+    cleared: tuple[ClearedBeforeStep, ...]     # the first KEPT
+    cleared_count: int
+    clipped_windows: int              # windows with a clipping call outside the step
+    ineffective: tuple[IneffectiveClip, ...]   # the first KEPT
+    ineffective_count: int
+
+
+@dataclass
+class _Tally:
+    """The recorder's running counts (what ``StepContract`` freezes)."""
+
+    parameter: str | None = None
+    windows: int = 0
+    accumulating: int = 0
+    discarding: list = field(default_factory=list)
     discarding_count: int = 0
-    cleared: list = field(default_factory=list)          # ClearedBeforeStep, the first KEPT
+    cleared: list = field(default_factory=list)
     cleared_count: int = 0
-    clipped_windows: int = 0          # windows with a clipping call outside the step
-    ineffective: list = field(default_factory=list)      # IneffectiveClip, the first KEPT
+    clipped_windows: int = 0
+    ineffective: list = field(default_factory=list)
     ineffective_count: int = 0
+
+    def frozen(self) -> StepContract:
+        return StepContract(self.parameter, self.windows, self.accumulating,
+                            tuple(self.discarding), self.discarding_count, tuple(self.cleared),
+                            self.cleared_count, self.clipped_windows, tuple(self.ineffective),
+                            self.ineffective_count)
 
 
 class StepContractProbe(Probe):
 
+    publishes = (StepContract,)
+
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.contract = StepContract()
+        self.contract = _Tally()
         self._handles = None
         self._param = None
         self._post_hooked = False
@@ -269,8 +293,8 @@ class StepContractProbe(Probe):
         if self._error is not None:
             raise self._error
 
-    def view_fields(self):
-        return {"signals": {"step_contract": self.contract}}
+    def signals(self):
+        return (self.contract.frozen(),)
 
     def close(self):
         if self._listening:

@@ -16,15 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..history import Series
-from .base import Probe
+from .base import Probe, Signal
 
-SPIKE_HISTORY = 50      # the spike is measured against the median of this many earlier steps
-SPIKE_MIN_HISTORY = 10  # ... once at least this many are known
 
 
 @dataclass(frozen=True)
-class StepGradients:
-    """What the per-step check reads (``view.signals["step_gradients"]``)."""
+class StepGradients(Signal):
+    """What the per-step check reads (``view.signal(StepGradients)``)."""
 
     steps: np.ndarray        # the steps whose norms were read
     norms: np.ndarray        # the total gradient norm at each of them
@@ -33,12 +31,14 @@ class StepGradients:
 
 
 class StepGradientsProbe(Probe):
+    publishes = (StepGradients,)
 
     def __init__(self, ctx):
         super().__init__(ctx)
         self._params = list(ctx.layout.trainable) if ctx.per_step_gradients else []
         self._steps, self._norms = Series(), Series()
-        self._recent = deque(maxlen=SPIKE_HISTORY)   # the last finite norms, for spikes
+        # the last finite norms, for spikes
+        self._recent = deque(maxlen=ctx.thresholds.spike_history)
         self._latest = {}
         self._queued = None
 
@@ -80,17 +80,18 @@ class StepGradientsProbe(Probe):
         recent = self._recent
         factor = self.ctx.thresholds.gradient_growth
         # the median only when the smallest recent norm leaves room for a spike (rarely)
-        spike = (len(recent) >= SPIKE_MIN_HISTORY and total > factor * min(recent)
+        spike = (len(recent) >= self.ctx.thresholds.spike_min_history
+                 and total > factor * min(recent)
                  and total > factor * statistics.median(recent))
         recent.append(total)
         return spike
 
-    def view_fields(self):
+    def signals(self):
         if not self._params or self._norms.values.size == 0:
-            return {}
-        return {"signals": {"step_gradients": StepGradients(
+            return ()
+        return (StepGradients(
             steps=self._steps.values, norms=self._norms.values, latest=dict(self._latest),
-            loss_scaling=self.ctx.loss_scaling)}}
+            loss_scaling=self.ctx.loss_scaling),)
 
     def close(self):
         self._queued = None

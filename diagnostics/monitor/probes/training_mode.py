@@ -8,10 +8,27 @@ stay out: a model trained in eval mode from the start never flips; freezing batc
 (``backbone.eval()`` or each BN module's ``eval()``) leaves the model itself, or a dropout,
 in train mode; a model without dropout or batch norm behaves the same in either mode.
 """
-from .base import Probe
+from dataclasses import dataclass
+
+from .base import Probe, Signal
+
+
+
+@dataclass(frozen=True)
+class EvalModeTraining(Signal):
+    """The longest run of training steps taken in eval mode: the step ``model.eval()`` came
+    at, the run's first step and length, whether it still goes on, the mode-dependent
+    modules."""
+
+    switch_step: int
+    first_step: int
+    steps: int
+    ongoing: bool
+    modules: tuple[str, ...]
 
 
 class TrainingModeProbe(Probe):
+    publishes = (EvalModeTraining,)
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -47,9 +64,11 @@ class TrainingModeProbe(Probe):
             self._longest = list(self._run)
         return False
 
-    def view_fields(self):
-        ongoing = self._run is not None and self._longest == self._run
-        return {"signals": {"eval_mode_training": None if self._longest is None else {
-            "switch_step": self._longest[0], "first_step": self._longest[1],
-            "steps": self._longest[2], "ongoing": ongoing,
-            "modules": [name for name, _ in self.ctx.layout.mode_modules]}}}
+    def signals(self):
+        if self._longest is None:
+            return ()
+        switch_step, first_step, steps = self._longest
+        return (EvalModeTraining(
+            switch_step=switch_step, first_step=first_step, steps=steps,
+            ongoing=self._run is not None and self._longest == self._run,
+            modules=tuple(name for name, _ in self.ctx.layout.mode_modules)),)

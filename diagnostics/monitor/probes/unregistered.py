@@ -9,14 +9,32 @@ what an unregistered layer looks like; a new tensor per batch (an input with
 ``requires_grad``) or one the user updates by hand is not.
 """
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..layout import optimizer_parameter_ids
-from .base import Probe, floating
+from .base import Probe, Signal, floating
 
-SIGHTINGS = 3   # sampled steps a tensor is seen at, unchanged, before it is reported
 _WATCHED = 32   # outside tensors followed at once
+
+
+@dataclass(frozen=True)
+class UnchangedTensor:
+    """A leaf tensor outside the model and the optimizer whose values stayed the same."""
+
+    shape: tuple[int, ...]
+    first_step: int           # the sampled steps it was first and last seen at
+    last_step: int
+    sightings: int            # sampled steps at which its values were the same
+
+
+@dataclass(frozen=True)
+class UnregisteredParameters(Signal):
+    """The tensors with gradients that neither the model nor the optimizer holds, seen
+    unchanged at ``Thresholds.unregistered_sightings`` sampled steps or more."""
+
+    found: tuple[UnchangedTensor, ...]
 
 
 class _Outside:
@@ -32,6 +50,7 @@ class _Outside:
 
 
 class UnregisteredProbe(Probe):
+    publishes = (UnregisteredParameters,)
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -39,7 +58,7 @@ class UnregisteredProbe(Probe):
         self._inputs = set()      # ids of the tensors given to the model this iteration
         self._outside = {}        # id -> _Outside
         self._queued = []         # (_Outside, step, sample of its values) for the transfer
-        self._found = None        # what view_fields gives once closed
+        self._found = None        # what signals gives once closed
 
     def attach(self):
         backend = self.ctx.backend
@@ -95,15 +114,15 @@ class UnregisteredProbe(Probe):
             self.ctx.collector.add((sample,), lambda parts, entry=entry, step=step:
                                    _sighted(entry, step, parts[0]))
 
-    def view_fields(self):
-        if self._found is None:
-            return {"signals": {"unregistered_parameters": self._unchanged()}}
-        return {"signals": {"unregistered_parameters": list(self._found)}}
+    def signals(self):
+        found = self._unchanged() if self._found is None else self._found
+        return (UnregisteredParameters(found),)
 
     def _unchanged(self):
-        return [(e.shape, e.first_step, e.last_step, e.sightings)
-                for e in self._outside.values()
-                if not e.changed and e.sightings >= SIGHTINGS and e.ref() is not None]
+        sightings = self.ctx.thresholds.unregistered_sightings
+        return tuple(UnchangedTensor(e.shape, e.first_step, e.last_step, e.sightings)
+                     for e in self._outside.values()
+                     if not e.changed and e.sightings >= sightings and e.ref() is not None)
 
     def close(self):
         """Keep what was found for ``report()``; drop the references and samples."""

@@ -10,7 +10,7 @@ from ...findings import Finding
 # EPS_UNDERFLOWS is a Monitor finding preflight reports before any step: these two are the
 # Monitor's own probe reader and finding builder, from inside diagnostics.monitor (it has no
 # public accessor for them yet). Only this file of preflight reaches into the Monitor.
-from ...monitor.checks.mixed_precision import eps_finding
+from ...monitor.checks.optimizer_eps import eps_finding
 from ...monitor.probes.optimizer_eps import lost_eps
 from .. import _training as T
 from ..reshapes import reshape_findings, watch_reshapes

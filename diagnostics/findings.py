@@ -65,6 +65,10 @@ CODES = {
     "VIEW_SCRAMBLES_AXES": "a view or reshape moves axes where a permute was meant",
     "UNREGISTERED_PARAMETERS": "tensors with gradients that are not parameters of the model "
                                "and never change (layers in a plain Python list)",
+    "MODULE_REUSED": "one module object registered several times in one container "
+                     "([module] * n): the layers share their weights",
+    "BATCHNORM_MOMENTUM_INVERTED": "a batch-norm momentum above 0.5 (another framework's "
+                                   "convention): eval uses about the last batch's statistics",
     "LR_SWEEP_EDGE": "find_lr's lowest loss sits at an end of its sweep: the range did not "
                      "bracket a minimum",
 }

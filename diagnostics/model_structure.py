@@ -73,18 +73,19 @@ def inverted_momenta(model) -> list[InvertedMomentum]:
 
 def structure_findings(model) -> list[Finding]:
     """MODULE_REUSED and BATCHNORM_MOMENTUM_INVERTED for ``model``."""
-    return ([_reused_finding(r) for r in reused_modules(model)]
-            + _momentum_findings(inverted_momenta(model)))
+    return ([reused_finding(r) for r in reused_modules(model)]
+            + momentum_findings(inverted_momenta(model)))
 
 
-def _reused_finding(reused):
+def reused_finding(reused: ReusedModule) -> Finding:
     names = ", ".join(reused.names)
     where = reused.container or reused.names[0]
     return Finding(
         "MODULE_REUSED", "warning", where,
         f"{names} are one {reused.type_name} object, registered {len(reused.names)} times: "
-        f"every one of them is the same {reused.parameters} parameter tensors, so the model "
-        f"has 1/{len(reused.names)} of the capacity its code describes (a list built as "
+        f"they are all the same {reused.parameters} parameter "
+        f"tensor{'s' if reused.parameters > 1 else ''}, so the model has "
+        f"1/{len(reused.names)} of the capacity its code describes (a list built as "
         f"[module] * n, or one instance appended in a loop)",
         f"make a fresh module per entry: nn.ModuleList([{reused.type_name}(...) for _ in "
         f"range(n)]) (or copy.deepcopy(module) per entry); if the sharing is meant, register "
@@ -93,7 +94,8 @@ def _reused_finding(reused):
          "type": reused.type_name, "shared_parameter_tensors": reused.parameters})
 
 
-def _momentum_findings(layers):
+def momentum_findings(layers) -> list[Finding]:
+    """One finding for every inverted layer (named together: one convention, one fix)."""
     if not layers:
         return []
     first = layers[0]

@@ -51,8 +51,9 @@ class Monitor:
     was first and last seen; once its check has run at three later steps without finding it
     again, it is resolved (``resolved_at``): kept in ``resolved``, out of ``findings`` and of
     the verdict. ``on_finding(finding)`` is called once per new finding (and again if its
-    severity rises; ``print`` gives its line, ``finding.where`` its place in words), ``on_resolved(finding)`` once per resolved one; ``sinks`` receive one row
-    per sampled step, and those with a ``write_finding`` method both transitions. ``output``
+    severity rises; ``print`` gives its line, ``finding.where`` its place in words),
+    ``on_resolved(finding)`` once per resolved one; ``sinks`` receive one row per sampled step,
+    and those with a ``write_finding`` method both transitions. ``output``
     says which entry of a dict, tuple or dataclass output is the logits (a key, a position or a
     callable), as in the tools; by default the rule of ``diagnostics.outputs`` decides.
 

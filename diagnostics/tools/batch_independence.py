@@ -39,8 +39,8 @@ def check_batch_independence(model, inputs, *, causal=False, output=None, seed=0
     ``inputs``: one batch, examples on the first axis (floats, or token ids for a model that
     starts with an embedding); at least 2 examples. A dict is the model's keyword inputs
     (``input_ids``, ``attention_mask``, ...): the examples probed are those of ``input_ids``
-    (else of its first tensor), the other entries go along unchanged. ``causal``: also check that the output at
-    position t (second axis of output and inputs) depends only on positions <= t.
+    (else of its first tensor), the other entries go along unchanged. ``causal``: also check
+    that the output at position t (second axis of output and inputs) depends only on positions <= t.
     ``output``: picks the prediction from the model's output when it is a tuple or dict (a
     callable, an index or a key); by default the first tensor, or ``"logits"``.
     The model is not changed: the check works on a copy. Returns a ``CheckResult`` (a list

@@ -26,7 +26,8 @@ def _quantized(framework, bug=None):
     """Linear-Tanh-(planted Linear)-round with a straight-through backward-Linear."""
     nn = NN[framework]
     _seed(framework)
-    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), _layers(framework)["PlantedLinear"](8, 8, bug),
+    planted = _layers(framework)["PlantedLinear"](8, 8, bug)
+    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), planted,
                           _applying(framework, ROUND[framework]), nn.Linear(8, 3))
     x = 3 * np.random.default_rng(0).standard_normal((5, 6))
     return model, nn.CrossEntropyLoss(), x, np.array([0, 1, 2, 0, 1])

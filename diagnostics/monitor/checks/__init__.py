@@ -7,8 +7,8 @@ gradients: the alerts that should not wait); the others run at most every ``FULL
 steps and on every ``report()``.
 """
 from . import (activations, clipping, eval_randomness, gradients, graph, inputs, loss,
-               mixed_precision, modes, optimizer_eps, probabilities, registration, schedule,
-               step_contract, step_gradients, training_mode, updates)
+               mixed_precision, model_structure, modes, optimizer_eps, probabilities,
+               registration, schedule, step_contract, step_gradients, training_mode, updates)
 
 FULL_CHECK_STEPS = 50
 
@@ -22,7 +22,8 @@ CHECKS = (loss.CHECKS + gradients.CHECKS + updates.CHECKS + activations.CHECKS +
           + modes.CHECKS + graph.CHECKS + training_mode.CHECKS + probabilities.CHECKS
           + mixed_precision.CHECKS + clipping.CHECKS + optimizer_eps.CHECKS
           + step_gradients.CHECKS + schedule.CHECKS
-          + step_contract.CHECKS + eval_randomness.CHECKS + registration.CHECKS)
+          + step_contract.CHECKS + eval_randomness.CHECKS + registration.CHECKS
+          + model_structure.CHECKS)
 
 
 def run_checks(view, *, urgent_only=False, skip=frozenset(), on_error=None):

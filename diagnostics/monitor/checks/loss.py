@@ -190,9 +190,9 @@ def loss_at_chance(view):
         f"classes (-log(1/{width}) = {chance:.4g}), after {view.step} steps, and the "
         f"predictions are near-uniform (softmax entropy {entropy:.4g} of at most {chance:.4g})"
         + frozen,
-        unfreeze + "check that labels belong to their inputs (a shuffle applied to x but not y, a wrong "
-        "column, labels offset by one); check that the model can overfit one batch (gradhunt "
-        "preflight); if it can, check that examples do not mix (check_batch_independence("
+        unfreeze + "check that labels belong to their inputs (a shuffle applied to x but not y, "
+        "a wrong column, labels offset by one); check that the model can overfit one batch "
+        "(gradhunt preflight); if it can, check that examples do not mix (check_batch_independence("
         "model, inputs): a view or reshape that moves the batch axis lets one batch be "
         "memorised and nothing be learned); raise the learning rate; check that the output "
         "layer's width is the number of classes",

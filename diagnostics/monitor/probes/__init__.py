@@ -11,7 +11,9 @@ probe                     signal
 ``LossProbe``             the loss of every step (history, first NaN, loss levels)
 ``LearningRateProbe``     the optimizer's learning rates
 ``ScheduleProbe``         the learning rate of every step: its peak and how fast it fell
-``StepContractProbe``    each optimizer step's window: backward passes, clearing, clipping
+``ModelStructureProbe``   the module tree once: one module under several names, BatchNorm
+                          momentum in another framework's convention
+``StepContractProbe``     each optimizer step's window: backward passes, clearing, clipping
 ``InputsProbe``           the model input's statistics and the batch size
 ``OutputsProbe``          the logits' width (classes) and prediction entropy
 ``ActivationsProbe``      each layer's output statistics (per call: ``act#2``) and silent
@@ -79,6 +81,7 @@ from .inputs import InputsProbe
 from .learning_rate import LearningRateProbe
 from .loss import LossProbe
 from .mixed_precision import MixedPrecisionProbe
+from .model_structure import ModelStructureProbe
 from .modes import ModesProbe
 from .optimizer_eps import OptimizerEpsProbe
 from .other_optimizer import OtherOptimizerProbe
@@ -95,11 +98,12 @@ PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsPr
           UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, TrainingModeProbe,
           ProbabilitiesProbe, MixedPrecisionProbe, StepGradientsProbe, ScheduleProbe,
           StepContractProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe,
-          UnregisteredProbe, OtherOptimizerProbe)
+          UnregisteredProbe, OtherOptimizerProbe, ModelStructureProbe)
 
 __all__ = ["PROBES", "Context", "Probe", "Signal", "StepContractProbe", "ActivationsProbe",
            "ClippingProbe", "EvalRandomnessProbe", "GradientsProbe", "GraphProbe", "InputsProbe",
-           "LearningRateProbe", "LossProbe", "MixedPrecisionProbe", "ModesProbe",
+           "LearningRateProbe", "LossProbe", "ModelStructureProbe", "MixedPrecisionProbe",
+           "ModesProbe",
            "OptimizerEpsProbe", "OtherOptimizerProbe", "OutputsProbe", "ProbabilitiesProbe",
            "ScheduleProbe", "StepGradientsProbe", "TrainingModeProbe", "UnregisteredProbe",
            "UpdatesProbe"]

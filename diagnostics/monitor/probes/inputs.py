@@ -8,10 +8,11 @@ raw pixels into a Linear or Conv are not. Without such a module, and for a compi
 (whose inner modules the Monitor never hooks: ``monitor/compiled.py``), the model's input is
 measured.
 
-The model's input (for the batch size) is the first tensor among the positional arguments. A model called with keywords
-only (``model(**batch)``) has its input under a conventional name: the first of ``INPUT_NAMES``
-present (Hugging Face's ``input_ids``, ``pixel_values``, ...), else the first floating tensor
-among the keywords, else the first tensor (a mask or the labels tell nothing about the data).
+The model's input (for the batch size) is the first tensor among the positional arguments. A
+model called with keywords only (``model(**batch)``) has its input under a conventional name:
+the first of ``INPUT_NAMES`` present (Hugging Face's ``input_ids``, ``pixel_values``, ...),
+else the first floating tensor among the keywords, else the first tensor (a mask or the labels
+tell nothing about the data).
 Token ids give the batch size but no statistics (they are not floating).
 """
 import math

@@ -6,6 +6,7 @@ import numpy as np
 
 from ... import outputs
 from ...findings import Finding
+from ...model_structure import structure_findings
 
 # EPS_UNDERFLOWS is a Monitor finding preflight reports before any step: these two are the
 # Monitor's own probe reader and finding builder, from inside diagnostics.monitor (it has no
@@ -62,6 +63,16 @@ def parameters(run: Run) -> Outcome:
     if findings:
         return failed(summary, findings, facts=facts)
     return passed(summary, facts=facts)
+
+
+def model_structure(run: Run) -> Outcome:
+    """The module tree: one module object under several names of a container, batch-norm
+    momentum in another framework's convention (``diagnostics.model_structure``)."""
+    findings = structure_findings(run.backend.model)
+    modules = sum(1 for _ in run.backend.named_modules())
+    summary = (f"{modules} modules" if not findings
+               else f"{modules} modules; " + "; ".join(f.code for f in findings))
+    return judged(summary, findings)
 
 
 def forward(run: Run) -> Outcome:

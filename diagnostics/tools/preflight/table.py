@@ -13,6 +13,7 @@ FORWARD_FAILED = "the forward pass failed"
 
 ITEMS: tuple[Item, ...] = (
     Item("parameters", structure.parameters),
+    Item("model structure", structure.model_structure),
     Item("forward", structure.forward, raiser="forward",
          unknown_if_it_raises=MappingProxyType(
              {fact: FORWARD_FAILED

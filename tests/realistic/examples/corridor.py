@@ -1,7 +1,7 @@
 """A corridor world in NumPy for the policy-gradient examples (no gym).
 
-The agent starts in a random cell of the left half of a corridor and moves left or right; reaching the right
-end pays 1 and ends the episode (no other reward); an episode lasts at most
+The agent starts in a random cell of the left half of a corridor and moves left or right;
+reaching the right end pays 1 and ends the episode (no other reward); an episode lasts at most
 ``max_steps`` moves. The observation is the one-hot cell. A random policy wanders; a good one
 walks right, so its return rises towards 1.
 """

@@ -1,0 +1,121 @@
+"""MODULE_REUSED and BATCHNORM_MOMENTUM_INVERTED: the module tree read once, by the Monitor and
+by preflight, on torch and minigrad; deliberate sharing stays quiet."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diagnostics import preflight
+from diagnostics.model_structure import (INVERTED_MOMENTUM, inverted_momenta, reused_modules,
+                                         structure_findings)
+from tests.diagnostics.monitor_nets import (FEATURES, frameworks, mlp, one_torch_thread,  # noqa: F401
+                                            train)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(params=frameworks(), ids=lambda fw: fw.name)
+def fw(request):
+    request.param.seed(0)
+    return request.param
+
+
+def _repeated(fw, copies=3):
+    nn = fw.nn
+    block = nn.Linear(FEATURES, FEATURES)
+    return nn.Sequential(*[block] * copies, nn.ReLU(), nn.Linear(FEATURES, 4))
+
+
+def test_one_block_repeated_in_a_sequential_is_named_with_every_name(fw):
+    (reused,) = reused_modules(_repeated(fw))
+    assert reused.names == ("0", "1", "2") and reused.type_name == "Linear"
+    (finding,) = structure_findings(_repeated(fw))
+    assert finding.code == "MODULE_REUSED" and finding.location == "0"
+    assert "0, 1, 2 are one Linear object, registered 3 times" in finding.message
+    assert "1/3 of the capacity" in finding.message
+
+
+def test_a_module_list_of_one_instance_is_found_in_its_container():
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Linear(4, 4)] * 2)
+            self.heads = nn.ModuleDict(dict.fromkeys(["a", "b"], nn.Linear(4, 1)))
+
+    found = {r.container: r.names for r in reused_modules(Net())}
+    assert found == {"blocks": ("blocks.0", "blocks.1"), "heads": ("heads.a", "heads.b")}
+
+
+def test_deliberate_sharing_is_quiet():
+    """T5's one embedding under two parents, tied weights, a parameter-free module reused, a
+    block called twice in forward: none is a list of copies that were meant to differ."""
+    from torch import nn
+
+    class Shared(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.shared = nn.Embedding(10, 4)
+            self.encoder, self.decoder = nn.Module(), nn.Module()
+            self.encoder.embed, self.decoder.embed = self.shared, self.shared
+            act = nn.ReLU()
+            self.mlp = nn.Sequential(nn.Linear(4, 4), act, nn.Linear(4, 4), act)
+            self.head = nn.Linear(4, 10, bias=False)
+            self.head.weight = self.shared.weight
+
+    assert structure_findings(Shared()) == []
+
+
+def test_batchnorm_momentum_in_keras_convention_is_named_with_the_fix(fw):
+    nn = fw.nn
+    model = nn.Sequential(nn.Linear(FEATURES, 8), nn.BatchNorm1d(8, momentum=0.9), nn.ReLU(),
+                          nn.Linear(8, 4))
+    (finding,) = structure_findings(model)
+    assert finding.code == "BATCHNORM_MOMENTUM_INVERTED" and finding.location == "1"
+    assert "1 (0.9)" in finding.message and "momentum=0.1" in finding.suggestion
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(min_value=0.0, max_value=1.0))
+def test_momentum_is_judged_against_one_half(momentum):
+    from torch import nn
+
+    layer = nn.BatchNorm1d(3, momentum=momentum)
+    assert bool(inverted_momenta(layer)) is (momentum > INVERTED_MOMENTUM)
+
+
+def test_cumulative_or_untracked_statistics_are_not_judged():
+    from torch import nn
+
+    assert inverted_momenta(nn.BatchNorm1d(3, momentum=None)) == []
+    assert inverted_momenta(nn.BatchNorm1d(3, momentum=0.9, track_running_stats=False)) == []
+
+
+def test_the_monitor_reports_both_at_its_first_steps(fw):
+    nn = fw.nn
+    block = nn.Linear(FEATURES, FEATURES)
+    model = nn.Sequential(block, nn.ReLU(), block, nn.BatchNorm1d(FEATURES, momentum=0.99),
+                          nn.Linear(FEATURES, 4))
+    report = train(fw, model, steps=3)
+    codes = {f.code: f for f in report.findings}
+    assert {"MODULE_REUSED", "BATCHNORM_MOMENTUM_INVERTED"} <= set(codes)
+    assert codes["MODULE_REUSED"].first_step == 0
+
+
+def test_a_healthy_model_gives_the_monitor_nothing_to_say_about_its_structure(fw):
+    report = train(fw, mlp(fw, [FEATURES, 16, 4]), steps=3)
+    assert not {f.code for f in report.findings} & {"MODULE_REUSED",
+                                                     "BATCHNORM_MOMENTUM_INVERTED"}
+
+
+def test_preflight_fails_its_model_structure_item(fw):
+    x = np.random.default_rng(0).normal(size=(16, FEATURES)).astype(np.float32)
+    y = np.arange(16) % 4
+    model = _repeated(fw)
+    report = preflight(model, fw.F.cross_entropy, fw.inputs(x), fw.labels(y))
+    item = next(i for i in report.items if i.name == "model structure")
+    assert item.status == "FAIL" and [f.code for f in item.findings] == ["MODULE_REUSED"]
+    healthy = preflight(mlp(fw, [FEATURES, 16, 4]), fw.F.cross_entropy, fw.inputs(x),
+                        fw.labels(y))
+    assert next(i for i in healthy.items if i.name == "model structure").status == "PASS"

@@ -58,6 +58,9 @@ class TorchKernels(Kernels):
     def gradient_statistics(self, grad, *, per_unit=False, inv_scale=None):
         if grad.requires_grad:   # (a gradient of a backward with create_graph=True)
             grad = grad.detach()
+        if grad.is_sparse:       # an nn.Embedding(sparse=True): the rows it touched
+            return self._sparse_gradient_statistics(grad, per_unit=per_unit,
+                                                    inv_scale=inv_scale)
         flat = self._reducible(grad)
         flat = flat if flat.dim() == 1 else flat.reshape(-1)
         if flat.numel() == 0:
@@ -74,8 +77,28 @@ class TorchKernels(Kernels):
                        else magnitude.amax())
         return (self.torch.dot(flat, flat), magnitude.sum(), largest)
 
+    def _sparse_gradient_statistics(self, grad, *, per_unit, inv_scale):
+        """The statistics of a sparse COO gradient from its (coalesced) stored rows: the
+        rows it does not store are 0, which adds nothing to a sum and no maximum."""
+        torch = self.torch
+        grad = grad.coalesce()
+        values = grad.values()
+        flat = values.reshape(-1)
+        if inv_scale is not None:
+            flat = flat * inv_scale.to(flat.device, non_blocking=True)
+        magnitude = flat.abs()
+        if per_unit and grad.dim():
+            largest = flat.new_zeros(grad.shape[0])
+            if values.shape[0]:
+                row_largest = magnitude.view(values.shape[0], -1).amax(dim=1)
+                largest.scatter_reduce_(0, grad.indices()[0], row_largest, "amax")
+        else:
+            largest = magnitude.amax() if flat.numel() else flat.new_zeros(())
+        return (torch.dot(flat, flat), magnitude.sum(), largest)
+
     def gradient_norms(self, grads):
         torch = self.torch
+        grads = [g.coalesce().values() if g.is_sparse else g for g in grads]
         first = grads[0]
         if first.device.type == "cpu" and first.dtype in (torch.float32, torch.float64) and all(
                 g.dtype == first.dtype and g.device == first.device

@@ -1,0 +1,1 @@
+"""Blind pairs for a target network / EMA teacher that is never refreshed."""

@@ -69,6 +69,8 @@ CODES = {
                      "([module] * n): the layers share their weights",
     "BATCHNORM_MOMENTUM_INVERTED": "a batch-norm momentum above 0.5 (another framework's "
                                    "convention): eval uses about the last batch's statistics",
+    "FROZEN_BATCHNORM_DRIFTS": "batch-norm layers with frozen parameters that keep updating "
+                               "their running statistics in train mode",
     "LR_SWEEP_EDGE": "find_lr's lowest loss sits at an end of its sweep: the range did not "
                      "bracket a minimum",
 }

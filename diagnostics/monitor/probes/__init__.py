@@ -13,6 +13,7 @@ probe                     signal
 ``ScheduleProbe``         the learning rate of every step: its peak and how fast it fell
 ``ModelStructureProbe``   the module tree once: one module under several names, BatchNorm
                           momentum in another framework's convention
+``FrozenNormProbe``       batch norms with frozen parameters whose running statistics move
 ``StepContractProbe``     each optimizer step's window: backward passes, clearing, clipping
 ``InputsProbe``           the model input's statistics and the batch size
 ``OutputsProbe``          the logits' width (classes) and prediction entropy
@@ -75,6 +76,7 @@ from .activations import ActivationsProbe
 from .base import Context, Probe, Signal
 from .clipping import ClippingProbe
 from .eval_randomness import EvalRandomnessProbe
+from .frozen_norm import FrozenNormProbe
 from .gradients import GradientsProbe
 from .graph import GraphProbe
 from .inputs import InputsProbe
@@ -98,12 +100,12 @@ PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsPr
           UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, TrainingModeProbe,
           ProbabilitiesProbe, MixedPrecisionProbe, StepGradientsProbe, ScheduleProbe,
           StepContractProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe,
-          UnregisteredProbe, OtherOptimizerProbe, ModelStructureProbe)
+          UnregisteredProbe, OtherOptimizerProbe, ModelStructureProbe,
+          FrozenNormProbe)
 
-__all__ = ["PROBES", "Context", "Probe", "Signal", "StepContractProbe", "ActivationsProbe",
-           "ClippingProbe", "EvalRandomnessProbe", "GradientsProbe", "GraphProbe", "InputsProbe",
-           "LearningRateProbe", "LossProbe", "ModelStructureProbe", "MixedPrecisionProbe",
-           "ModesProbe",
-           "OptimizerEpsProbe", "OtherOptimizerProbe", "OutputsProbe", "ProbabilitiesProbe",
-           "ScheduleProbe", "StepGradientsProbe", "TrainingModeProbe", "UnregisteredProbe",
-           "UpdatesProbe"]
+__all__ = ["PROBES", "Context", "Probe", "Signal", "ActivationsProbe", "ClippingProbe",
+           "EvalRandomnessProbe", "FrozenNormProbe", "GradientsProbe", "GraphProbe", "InputsProbe",
+           "LearningRateProbe", "LossProbe", "MixedPrecisionProbe", "ModelStructureProbe",
+           "ModesProbe", "OptimizerEpsProbe", "OtherOptimizerProbe", "OutputsProbe",
+           "ProbabilitiesProbe", "ScheduleProbe", "StepContractProbe", "StepGradientsProbe",
+           "TrainingModeProbe", "UnregisteredProbe", "UpdatesProbe"]

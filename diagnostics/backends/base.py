@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DiagnosticsError
+from .hooks import NotCopied
 
 
 @dataclass
@@ -120,13 +121,15 @@ class Backend(ABC):
         return True
 
     def add_forward_hook(self, module, hook):
-        """``hook(module, inputs, output)``; returns a handle with ``remove()``."""
-        return module.register_forward_hook(hook)
+        """``hook(module, inputs, output)``; returns a handle with ``remove()``. A copy of the
+        module (deepcopy, pickle) does not inherit it (``hooks.NotCopied``)."""
+        return module.register_forward_hook(NotCopied(hook))
 
     def add_forward_pre_hook(self, module, hook, *, with_kwargs=False):
         """``hook(module, inputs)`` before forward (``hook(module, args, kwargs)`` with
-        ``with_kwargs``); returns a handle with ``remove()``."""
-        return module.register_forward_pre_hook(hook, with_kwargs=with_kwargs)
+        ``with_kwargs``); returns a handle with ``remove()``. A copy of the module does not
+        inherit it (``hooks.NotCopied``)."""
+        return module.register_forward_pre_hook(NotCopied(hook), with_kwargs=with_kwargs)
 
     def add_tensor_hook(self, tensor, hook):
         """``hook(grad)`` with the gradient arriving at ``tensor``, before it joins ``.grad``."""

@@ -4,6 +4,7 @@ Needs the ``transformers`` extra; imported only when the callback is used.
 """
 from transformers import TrainerCallback
 
+from ..backends.hooks import NotCopied
 from ..monitor.settings import DEFAULT_EVERY
 from .attached import SEVERITY_LEVELS, AttachedMonitor, checked_options, log_finding
 
@@ -59,7 +60,7 @@ class GradhuntTrainerCallback(TrainerCallback):
         self._state, self.report, self.failure = state, None, None
         self._attached = AttachedMonitor(model, optimizer, every=self.every, sinks=self.sinks,
                                          on_finding=self._on_finding)
-        self._loss_hook = model.register_forward_hook(self._on_model_output)
+        self._loss_hook = model.register_forward_hook(NotCopied(self._on_model_output))
 
     def on_step_end(self, args, state, control, **kwargs):
         if self._attached is not None:

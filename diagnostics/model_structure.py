@@ -86,7 +86,7 @@ def reused_finding(reused: ReusedModule) -> Finding:
         f"they are all the same {reused.parameters} parameter "
         f"tensor{'s' if reused.parameters > 1 else ''}, so the model has "
         f"1/{len(reused.names)} of the capacity its code describes (a list built as "
-        f"[module] * n, or one instance appended in a loop)",
+        f"[module] * n, dict.fromkeys(names, module), or one instance appended in a loop)",
         f"make a fresh module per entry: nn.ModuleList([{reused.type_name}(...) for _ in "
         f"range(n)]) (or copy.deepcopy(module) per entry); if the sharing is meant, register "
         f"the module once and call it several times in forward",

@@ -79,12 +79,14 @@ def clip_has_no_effect(view):
                if first.tensors == 0 else
                f"none of the {first.tensors} tensors it was given is trained by the optimizer "
                f"or holds a gradient: parameters of another model object, or of a copy")
-        fix = (f"pass {first.function} the trained model's parameters, fresh at each call: "
-               f"{first.function}(model.parameters(), ...), not a saved "
-               f"model.parameters() generator (or keep them in a list)")
+        fix = (f"pass {first.function} the parameters of the model being trained, fresh at "
+               f"each call: {first.function}(model.parameters(), ...)"
+               + (", not a saved model.parameters() generator (or keep them in a list)"
+                  if first.tensors == 0 else
+                  ", not those of a copy (an EMA or target model) or of another model"))
     else:
-        why = ("it ran before the step's loss.backward() (after the previous "
-               "optimizer.step()): it clipped gradients that were already applied, or that "
+        why = ("it ran after the previous optimizer.step() and before this step's "
+               "loss.backward(): it clipped gradients that were already applied, or that "
                "zero_grad() then cleared, and the gradients the step applied were not clipped")
         fix = (f"call {first.function} after loss.backward() and before optimizer.step() "
                f"(after scaler.unscale_(optimizer) with a GradScaler)")

@@ -18,7 +18,7 @@ def params_not_in_optimizer(view):
     return [Finding(
         "PARAMS_NOT_IN_OPTIMIZER", "warning", modules[0],
         f"{_names(outside)} {'gets' if len(outside) == 1 else 'get'} a gradient at every "
-        f"step but {'is' if len(outside) == 1 else 'are'} in no optimizer: the optimizer "
+        f"sampled step but {'is' if len(outside) == 1 else 'are'} in no optimizer: the optimizer "
         f"holds {len(held)} of the model's parameter tensors and not "
         f"{'this one' if len(outside) == 1 else 'these'}, so "
         f"{'it never moves' if len(outside) == 1 else 'they never move'} from the initial "
@@ -26,7 +26,7 @@ def params_not_in_optimizer(view):
         f"up); it happens when the optimizer is built from one submodule's parameters, or "
         f"before a layer was added or replaced",
         "build the optimizer after the model is complete, from all of its parameters "
-        "(torch.optim.AdamW(model.parameters(), ...)), or add a parameter group for "
+        "(Optimizer(model.parameters(), ...)), or add a parameter group for "
         f"{display_name(modules[0])}; if they are frozen on purpose, call "
         f"requires_grad_(False) on them",
         {"parameters": [p.name for p in outside], "modules": modules,

@@ -14,6 +14,7 @@ probe                     signal
 ``ModelStructureProbe``   the module tree once: one module under several names, BatchNorm
                           momentum in another framework's convention
 ``FrozenNormProbe``       batch norms with frozen parameters whose running statistics move
+``LossInputsProbe``       the values BCE-with-logits, KL-divergence and NLL receive
 ``StepContractProbe``     each optimizer step's window: backward passes, clearing, clipping
 ``InputsProbe``           the model input's statistics and the batch size
 ``OutputsProbe``          the logits' width (classes) and prediction entropy
@@ -82,6 +83,7 @@ from .graph import GraphProbe
 from .inputs import InputsProbe
 from .learning_rate import LearningRateProbe
 from .loss import LossProbe
+from .loss_inputs import LossInputsProbe
 from .mixed_precision import MixedPrecisionProbe
 from .model_structure import ModelStructureProbe
 from .modes import ModesProbe
@@ -101,11 +103,12 @@ PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsPr
           ProbabilitiesProbe, MixedPrecisionProbe, StepGradientsProbe, ScheduleProbe,
           StepContractProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe,
           UnregisteredProbe, OtherOptimizerProbe, ModelStructureProbe,
-          FrozenNormProbe)
+          FrozenNormProbe, LossInputsProbe)
 
 __all__ = ["PROBES", "Context", "Probe", "Signal", "ActivationsProbe", "ClippingProbe",
            "EvalRandomnessProbe", "FrozenNormProbe", "GradientsProbe", "GraphProbe", "InputsProbe",
-           "LearningRateProbe", "LossProbe", "MixedPrecisionProbe", "ModelStructureProbe",
+           "LearningRateProbe", "LossInputsProbe", "LossProbe", "MixedPrecisionProbe",
+           "ModelStructureProbe",
            "ModesProbe", "OptimizerEpsProbe", "OtherOptimizerProbe", "OutputsProbe",
            "ProbabilitiesProbe", "ScheduleProbe", "StepContractProbe", "StepGradientsProbe",
            "TrainingModeProbe", "UnregisteredProbe", "UpdatesProbe"]

@@ -51,8 +51,8 @@ HEALTHY = ["healthy_gru_log_softmax_nll"]
 
 # not named first today: the implementer removes a name as the check catches it
 MISSED = {
-    "cnn_multilabel_sigmoid_clamp",
-    "mlp_distill_kldiv_softmax",
+    # 2 * sigmoid(x) - 1 into cross-entropy: values in [-1, 1] are also what small logits
+    # look like, so the values alone do not tell it (and no softmax is in the graph)
     "bow_embeddingbag_rescaled_sigmoid",
 }
 # fixed twins that today's gradhunt alarms on (a false alarm: a finding for the lead)

@@ -141,7 +141,8 @@ def test_the_findings_doc_cites_the_corpus_as_it_stands():
                                   "adam_eps_underflows_in_half",
                                   "sigmoid_before_bce_with_logits",
                                   "view_instead_of_permute_features",
-                                  "functional_dropout_ignores_eval", "lm_labels_not_shifted"])
+                                  "functional_dropout_ignores_eval", "lm_labels_not_shifted",
+                                  "zero_grad_every_microbatch"])
 def test_the_findings_doc_examples_are_real_output(name):
     from pathlib import Path
 

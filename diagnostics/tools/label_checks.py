@@ -77,7 +77,9 @@ def check_batch_label_order(batches):
 
     ``batches``: the labels of the first few batches, in the order the loader yields them
     (a list of 1-D arrays or tensors; at least 2 batches of at least 2 labels each are
-    needed to judge). Returns a ``CheckResult``, empty for regression targets.
+    needed to judge), or the batches themselves as a loader yields them, ``(inputs, labels)``
+    pairs (``list(itertools.islice(loader, 8))``): the labels are their last entry. Returns a
+    ``CheckResult``, empty for regression targets.
     """
     return CheckResult(_batch_label_order(batches), check="batch label order")
 
@@ -85,7 +87,8 @@ def check_batch_label_order(batches):
 def _batch_label_order(batches):
     require(not isinstance(batches, (str, bytes)) and hasattr(batches, "__iter__"), "batches",
             "a list of label arrays, one per batch", type(batches).__name__)
-    labels = [_class_indices(batch, f"batches[{i}]") for i, batch in enumerate(batches)]
+    labels = [_class_indices(_labels_of(batch), f"batches[{i}]")
+              for i, batch in enumerate(batches)]
     if any(batch is None for batch in labels):
         return []
     labels = [batch for batch in labels if batch.size]
@@ -119,6 +122,14 @@ def _batch_label_order(batches):
         f"the model sees one class at a time and forgets the others",
         "shuffle the training data every epoch (DataLoader(..., shuffle=True) or a random "
         "sampler)", evidence)]
+
+
+def _labels_of(batch):
+    """A loader's ``(inputs, labels)`` pair gives its labels; labels are themselves."""
+    if (isinstance(batch, (tuple, list)) and len(batch) >= 2
+            and all(getattr(part, "ndim", 0) >= 1 for part in batch)):
+        return batch[-1]
+    return batch
 
 
 def _class_indices(value, argument):

@@ -53,6 +53,20 @@ def test_sorted_batches_are_flagged():
     assert finding.code == "LABELS_SORTED" and finding.evidence["single_class_batches"] == 8
 
 
+def test_a_loaders_input_label_pairs_are_read_for_their_labels():
+    """``check_batch_label_order(list(loader))``: the batches as a DataLoader yields them."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    y = torch.repeat_interleave(torch.arange(4), 32)
+    loader = DataLoader(TensorDataset(torch.randn(128, 3), y), batch_size=16, shuffle=False)
+    [finding] = check_batch_label_order(list(loader))
+    assert finding.code == "LABELS_SORTED"
+    shuffled = DataLoader(TensorDataset(torch.randn(128, 3), y), batch_size=16, shuffle=True,
+                          generator=torch.Generator().manual_seed(0))
+    assert check_batch_label_order(list(shuffled)) == []
+
+
 def test_monotone_batches_spanning_class_borders_are_flagged():
     y = np.repeat(np.arange(10), 20)
     batches = [y[i:i + 32] for i in range(0, 192, 32)]

@@ -54,6 +54,22 @@ def test_healthy_model_passes_every_item(framework):
     assert json.loads(json.dumps(report.to_dict()))["passed"] is True
 
 
+def test_the_loss_at_init_says_when_loss_fn_is_not_a_cross_entropy_over_the_classes():
+    """A hand-written cross-entropy with log_softmax over the batch axis: the uninformative
+    loss is -log(1/N), and the item no longer calls it -log(1/C)."""
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 5))
+
+    def batch_axis_cross_entropy(out, y):
+        return -(torch.log_softmax(out, dim=0)[torch.arange(len(y)), y]).mean()
+
+    x, y = torch.randn(64, 6), torch.randint(0, 5, (64,))
+    summary = preflight(model, batch_axis_cross_entropy, x, y).item("loss at init").summary
+    assert "not -log(1/5) = 1.609" in summary and "normalizes over another axis" in summary
+
+
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_healthy_train_step_with_dropout_passes_and_state_is_restored(framework):
     x, y = classification_data(rows=16)

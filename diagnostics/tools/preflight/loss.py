@@ -43,8 +43,7 @@ def loss_at_init(run: Run) -> Outcome:
         return passed(f"loss {value:.4g}", facts=facts)
     axis = class_axis_for(logits, targets) if targets is not None else None
     classes = logits.shape[axis] if axis is not None else None
-    reference = (f"-log(1/{classes}) = {baseline:.4g}" if classes
-                 else f"{baseline:.4g} for an all-zero output")
+    reference = _reference(baseline, classes)
     summary = f"loss {value:.4g}, expected about {reference}"
     ratio = value / baseline
     if not classes and targets is not None and _is_squared_error(baseline, targets):
@@ -60,6 +59,20 @@ def loss_at_init(run: Run) -> Outcome:
                    "0 (or to the log of the class frequencies); check the init scale",
         evidence={"loss": value, "expected": baseline, "classes": classes, "ratio": ratio},
         severity="warning")
+
+
+def _reference(baseline, classes):
+    """The uninformative loss in words. It is the user's loss_fn on an all-zero output: for a
+    cross-entropy over ``classes`` classes that is -log(1/C); when it is not, say so (a
+    log-softmax over another axis, the batch's, gives -log(1/N))."""
+    if not classes:
+        return f"{baseline:.4g} for an all-zero output"
+    chance = math.log(classes)
+    if math.isclose(baseline, chance, rel_tol=1e-3, abs_tol=1e-4):
+        return f"-log(1/{classes}) = {baseline:.4g}"
+    return (f"{baseline:.4g}, what loss_fn gives an all-zero output (not -log(1/{classes}) = "
+            f"{chance:.4g}: if loss_fn is a cross-entropy over the {classes} classes, it "
+            f"normalizes over another axis)")
 
 
 def _squared_error_at_init(summary, loss, baseline, ratio, facts) -> Outcome:

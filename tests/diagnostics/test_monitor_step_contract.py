@@ -94,8 +94,8 @@ def test_healthy_steps_are_quiet(kind):
 
 
 @pytest.mark.parametrize("kind, words", [
-    ("clip_after_step", "and before this step's loss.backward()"),
-    ("clip_before_backward", "and before this step's loss.backward()"),
+    ("clip_after_step", "outside the window between loss.backward() and optimizer.step()"),
+    ("clip_before_backward", "outside the window between loss.backward() and optimizer.step()"),
     ("clip_exhausted", "it was given no tensors"),
 ])
 def test_a_clip_that_acts_on_nothing_the_step_applies_is_named(kind, words):

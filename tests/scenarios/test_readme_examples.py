@@ -53,3 +53,18 @@ def test_the_watch_tour_shows_what_its_script_prints():
         "[error] LOSS_DIVERGING at loss, follows from STALE_GRADIENTS at 0.weight"]
     for line in shown.splitlines()[1:4]:          # the alerts as they came, and the heading
         assert line == "..." or line in run.stderr
+
+
+def test_the_uncatalogued_bug_tour_shows_what_its_blind_pair_prints():
+    """Section 3b quotes the blind clipping pair's report: its root cause, in the same words."""
+    shown = _readme_block("### 3b. A bug nobody catalogued")
+    code = ("import warnings; warnings.filterwarnings('ignore'); "
+            "from tests.blind.clipping import lstm_clip_before_backward as pair; "
+            "print(pair.run(fixed=False, monitor=True)['report'])")
+    run = _run("-c", code)
+    assert run.returncode == 0, run.stderr
+    root = "[error] CLIP_HAS_NO_EFFECT at optimizer"
+    assert _headers(shown)[0] == _headers(run.stdout)[0] == root
+    words = [line.strip() for line in shown.splitlines()[5:13]]   # the finding's words
+    printed = " ".join(line.strip() for line in run.stdout.splitlines())
+    assert " ".join(words) in printed

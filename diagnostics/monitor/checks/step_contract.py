@@ -85,9 +85,10 @@ def clip_has_no_effect(view):
                   if first.tensors == 0 else
                   ", not those of a copy (an EMA or target model) or of another model"))
     else:
-        why = ("it ran after the previous optimizer.step() and before this step's "
-               "loss.backward(): it clipped gradients that were already applied, or that "
-               "zero_grad() then cleared, and the gradients the step applied were not clipped")
+        why = ("it ran outside the window between loss.backward() and optimizer.step() (after "
+               "a step, before the next backward): it clipped gradients that were already "
+               "applied, or that zero_grad() then cleared, and the gradients the step applied "
+               "were not clipped")
         fix = (f"call {first.function} after loss.backward() and before optimizer.step() "
                f"(after scaler.unscale_(optimizer) with a GradScaler)")
     return [Finding(

@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass, replace
 
 from .base import Probe, Signal
-from .shared_patch import SharedPatch
+from .shared_patch import SharedPatch, restore_attributes
 
 PATCHED = ("clip_grad_norm_", "clip_grad_value_")
 LIMITS = {"clip_grad_norm_": "max_norm", "clip_grad_value_": "clip_value"}
@@ -146,12 +146,7 @@ def _install():
 
 
 def _uninstall():
-    """The originals back, where the wrapper is still what is there (a patch someone laid
-    over it stays, and the wrapper inside it then only calls through)."""
-    while _INSTALLED:
-        owner, name, original, wrapper = _INSTALLED.pop()
-        if getattr(owner, name, None) is wrapper:
-            setattr(owner, name, original)
+    restore_attributes(_INSTALLED)
 
 
 def _wrap(function, original):

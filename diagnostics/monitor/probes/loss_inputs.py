@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from .base import Probe, Signal, floating
-from .shared_patch import SharedPatch
+from .shared_patch import SharedPatch, restore_attributes
 
 EXPECTS = {"binary_cross_entropy_with_logits": "logits", "kl_div": "log-probabilities",
            "nll_loss": "log-probabilities"}
@@ -113,10 +113,7 @@ def _install():
 
 
 def _uninstall():
-    while _INSTALLED:
-        owner, name, original, wrapper = _INSTALLED.pop()
-        if getattr(owner, name, None) is wrapper:
-            setattr(owner, name, original)
+    restore_attributes(_INSTALLED)
 
 
 def _wrap(function, original):

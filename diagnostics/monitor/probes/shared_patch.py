@@ -28,3 +28,13 @@ class SharedPatch:
                     break
             if not self.listeners:
                 self._uninstall()
+
+
+def restore_attributes(installed):
+    """Put the originals back from ``installed``, a list of ``(owner, name, original,
+    wrapper)`` it empties: only where the wrapper is still what is there (a patch someone laid
+    over it stays, and the wrapper inside it then only calls through)."""
+    while installed:
+        owner, name, original, wrapper = installed.pop()
+        if getattr(owner, name, None) is wrapper:
+            setattr(owner, name, original)

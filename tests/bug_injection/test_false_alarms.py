@@ -4,7 +4,7 @@ import pytest
 
 from bug_injection import make_bench
 from bug_injection.hunt import ALARMS, bench_case, single_threaded_torch
-from bug_injection.models import BACKENDS
+from bug_injection.reference.models import BACKENDS
 from bug_injection.tools import run_tool
 
 

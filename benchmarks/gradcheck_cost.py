@@ -23,8 +23,8 @@ import torch  # noqa: E402
 from torch.autograd.gradcheck import GradcheckError  # noqa: E402
 from torch.func import functional_call  # noqa: E402
 
-from bug_injection import formulas  # noqa: E402
-from bug_injection.functions import spoiled_function  # noqa: E402
+from bug_injection.planted import formulas  # noqa: E402
+from bug_injection.planted.functions import spoiled_function  # noqa: E402
 from diagnostics import check_gradients  # noqa: E402
 
 EVALUATION_BUDGET = 0.01   # of torch's evaluations

@@ -27,8 +27,8 @@ import time
 import numpy as np
 import torch
 
-from bug_injection import gradient
-from bug_injection.bench import Bench
+from bug_injection.planted import gradient
+from bug_injection.reference.bench import Bench
 from diagnostics import check_gradients
 from scenarios.resnet import ResNet18
 

@@ -25,7 +25,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 import minigrad as mg
-from bug_injection import gpt, text
+from bug_injection.reference import gpt, text
 from minigrad import nn
 
 GPT_CONFIG = gpt.GPTConfig(vocab_size=len(text.vocabulary()), block_size=64, width=128, heads=4,

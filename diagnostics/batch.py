@@ -175,15 +175,22 @@ def _float64_copy(backend, value, argument):
 
 
 def _model_tensor(backend, value, argument):
+    tensor = model_tensor(backend, value)
+    if tensor is None:
+        _rejected(backend, value, argument)
+    return tensor
+
+
+def model_tensor(backend, value):
     """Framework tensors unchanged; NumPy arrays converted, floating ones to the model's
-    floating dtype (so float64 data meets a float32 model)."""
+    floating dtype (so float64 data meets a float32 model); None for anything else."""
     if backend.is_tensor(value):
         return value
     if isinstance(value, np.ndarray):
         if np.issubdtype(value.dtype, np.floating):
             value = value.astype(backend.floating_dtype(), copy=False)
         return backend.from_numpy(value, like=first_parameter(backend))
-    _rejected(backend, value, argument)
+    return None
 
 
 def first_parameter(backend):

@@ -115,7 +115,7 @@ def _train(rank, world, spec, out):
     import torch
     from torch.nn.parallel import DistributedDataParallel
 
-    from bug_injection.distributed import (all_reduce_buffers, all_reduce_gradients,
+    from bug_injection.planted.distributed import (all_reduce_buffers, all_reduce_gradients,
                                           rank_batches, rank_local_reset, summed_all_reduce)
     from diagnostics import Monitor
     from diagnostics.monitor import CSVSink

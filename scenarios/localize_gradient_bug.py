@@ -1,7 +1,7 @@
 """Exercise 5: a transposed weight in a minigrad backward pass, localized by the gradient check.
 
 A minigrad MLP on digits has one square layer (``"2"``) whose autograd Function carries a bug
-(a wrong formula from the catalogue, ``bug_injection.formulas``). Two variants are planted,
+(a wrong formula from the catalogue, ``bug_injection.planted.formulas``). Two variants are planted,
 one at a time: the weight gradient comes out transposed, and the
 input gradient uses ``W.T`` where ``W`` belongs. For each, ``check_gradients`` must name the
 module ``"2"``, the parameter whose gradient is wrong, and the pattern "transpose"; with the
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import minigrad
-from bug_injection import formulas
-from bug_injection.functions import minigrad_op, spoiled_function
+from bug_injection.planted import formulas
+from bug_injection.planted.functions import minigrad_op, spoiled_function
 from diagnostics import check_gradients
 from minigrad import nn
 
@@ -46,7 +46,7 @@ class HandWrittenLinear(nn.Linear):
 class Case:
     title: str
     gradient: str        # the gradient the bug spoils: "input", "weight" or "bias"
-    formula: object      # the wrong formula, from bug_injection.formulas
+    formula: object      # the wrong formula, from bug_injection.planted.formulas
     faulty: tuple        # the parameters whose gradient must be reported wrong
     path: str            # the culprit's gradient path: "weight" or "input"
 

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 
 import minigrad
-from bug_injection import formulas
-from bug_injection.functions import spoiled_function
+from bug_injection.planted import formulas
+from bug_injection.planted.functions import spoiled_function
 from diagnostics import compare_gradients
 from diagnostics.backends import torch_threads
 

@@ -16,8 +16,10 @@ import numpy as np
 import torch
 
 import minigrad
-from bug_injection import gpt, make_bench, text, transformer
-from bug_injection.catalog import get_bug
+from bug_injection import make_bench
+from bug_injection.planted import transformer
+from bug_injection.planted.catalog import get_bug
+from bug_injection.reference import gpt, text
 from diagnostics import check_gradients
 from diagnostics.backends import torch_threads
 

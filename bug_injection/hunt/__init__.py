@@ -6,9 +6,9 @@ re-exported here; the real-world part scores against recorded statuses
 """
 from .catalogue import (CLEAN, ERROR, FALSE_ALARM, FOUND, MISPLACED, MISSED, HuntResult,
                         Outcome, bench_case, hunt, judge, run_bug, run_control)
-from .runner import ALARMS, single_threaded_torch
+from .runner import single_threaded_torch
 from .table import render
 
-__all__ = ["ALARMS", "CLEAN", "ERROR", "FALSE_ALARM", "FOUND", "MISPLACED", "MISSED",
+__all__ = ["CLEAN", "ERROR", "FALSE_ALARM", "FOUND", "MISPLACED", "MISSED",
            "HuntResult", "Outcome", "bench_case", "hunt", "judge", "render", "run_bug",
            "run_control", "single_threaded_torch"]

@@ -21,7 +21,7 @@ from ..reference.bench import Bench, make_bench
 from ..reference.loop import train
 from ..reference.models import BACKENDS
 from ..tools import Diagnosis, run_tool
-from .runner import ALARMS, guarded_run, run_all
+from .runner import guarded_run, run_all
 
 FOUND, MISPLACED, MISSED = "found", "misplaced", "missed"
 CLEAN, FALSE_ALARM = "clean", "false alarm"
@@ -189,7 +189,7 @@ def run_control(tool: str, bench: Bench) -> Outcome:
     outcome = _run(f"healthy {bench.setup} ({tool})", "control", bench, tool, "clean",
                    lambda: run_tool(tool, bench_case(bench)))
     if outcome.diagnosis is not None:
-        alarms = [f for f in outcome.diagnosis.findings if f.severity in ALARMS]
+        alarms = [f for f in outcome.diagnosis.findings if f.is_alarm]
         outcome.verdict = FALSE_ALARM if alarms else CLEAN
         if alarms:
             outcome.found, outcome.code = alarms[0].location or "-", alarms[0].code

@@ -11,7 +11,6 @@ from diagnostics.backends import torch_threads
 
 from ..tools import Diagnosis
 
-ALARMS = ("warning", "error")
 Result = TypeVar("Result")
 
 
@@ -29,8 +28,7 @@ class ToolRun:
     def alarm_codes(self) -> list[str]:
         if self.diagnosis is None:
             return []
-        return list(dict.fromkeys(f.code for f in self.diagnosis.findings
-                                  if f.severity in ALARMS))
+        return list(dict.fromkeys(f.code for f in self.diagnosis.findings if f.is_alarm))
 
 
 def guarded_run(diagnose: Callable[[], Diagnosis]) -> ToolRun:

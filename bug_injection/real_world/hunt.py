@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from ..hunt import table
-from ..hunt.runner import ALARMS, run_all
+from ..hunt.runner import run_all
 from .corpus import corpus
 from .entry import BACKENDS, Entry
 from .run import Run, run_entry
@@ -149,7 +149,7 @@ def render(result: RealWorldResult) -> str:
 def render_entry(entry: Entry, buggy: Run, fixed: Run) -> str:
     """One entry on one backend (its runs'), step by step, for ``gradhunt inject NAME``."""
     def findings(run):
-        shown = [f for f in run.findings if f.severity in ALARMS]
+        shown = [f for f in run.findings if f.is_alarm]
         text = [f"     {line}" for f in shown for line in str(f).splitlines()]
         return text or [f"     (no warning or error){': ' + run.message if run.message else ''}"]
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from diagnostics import Finding
 from diagnostics.backends import torch_threads
 
-from ..hunt.runner import ALARMS, guarded_run
+from ..hunt.runner import guarded_run
 from ..tools import run_tool
 from .entry import Entry
 
@@ -45,7 +45,7 @@ def run_entry(entry: Entry, twin: str = "buggy", backend: str = "torch") -> Run:
     findings, codes = run.diagnosis.findings, run.alarm_codes
     if twin == "fixed":
         verdict = "false alarm" if codes else "clean"
-    elif any(f.code in entry.codes and f.severity in ALARMS
+    elif any(f.code in entry.codes and f.is_alarm
              and entry.location in (None, f.location) for f in findings):
         verdict = "diagnosed"
     else:

@@ -346,18 +346,8 @@ class Instrument:
     def upstream(self, key):
         """The keys of the points the recorded point ``key`` was computed from, itself
         included: a walk of the graph from its identity node back to the inputs."""
-        owner = {id(twin.grad_fn): k for k, twin in self._nodes.items()}
-        start = self._nodes.get(key)
-        stack, seen, found = [None if start is None else start.grad_fn], set(), set()
-        while stack:
-            node = stack.pop()
-            if node is None or id(node) in seen:
-                continue
-            seen.add(id(node))
-            if id(node) in owner:
-                found.add(owner[id(node)])
-            stack.extend(self.backend.node_inputs(node))
-        return found
+        points, _ = self.reach([key], stop=())
+        return points
 
 
 def _tensor_items(values):

@@ -76,5 +76,5 @@ class AttachedMonitor:
 
 def log_finding(finding, where):
     """A new finding, as a line on the ``gradhunt`` logger."""
-    level = logging.INFO if finding.severity == "info" else logging.WARNING
+    level = logging.WARNING if finding.is_alarm else logging.INFO
     log.log(level, "gradhunt %s: %s", where, finding)

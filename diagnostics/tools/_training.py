@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import outputs
 from ..backends import get_backend
-from ..batch import Batch, first_parameter
+from ..batch import Batch, first_parameter, model_tensor
 from ..errors import DiagnosticsError, require
 from ..layouts import class_axis
 from ..validators import check_callable, check_float, check_int  # noqa: F401 (the tools' checks)
@@ -24,12 +24,9 @@ def as_model_tensor(backend, value, argument):
     if isinstance(value, tuple):
         require(len(value) > 0, argument, "a tensor, an array or a non-empty tuple of them", "()")
         return tuple(as_model_tensor(backend, v, f"{argument}[{i}]") for i, v in enumerate(value))
-    if backend.is_tensor(value):
-        return value
-    if isinstance(value, np.ndarray):
-        if np.issubdtype(value.dtype, np.floating):
-            value = value.astype(backend.floating_dtype(), copy=False)
-        return backend.from_numpy(value, like=first_parameter(backend))
+    tensor = model_tensor(backend, value)
+    if tensor is not None:
+        return tensor
     raise DiagnosticsError(
         f"{argument}: expected a {backend.name} tensor or a NumPy array, got "
         f"{type(value).__module__}.{type(value).__qualname__}")

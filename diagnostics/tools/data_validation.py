@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..backends import numpy_of
 from ..errors import DiagnosticsError, require
 from ..findings import Finding
 from ..jsonable import to_jsonable
@@ -145,13 +146,8 @@ def _from_batches(batches, argument):
 
 
 def _as_array(value, argument, *, minimum_ndim):
-    if isinstance(value, np.ndarray):
-        array = value
-    elif hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
-        array = value.detach().cpu().numpy()
-    elif hasattr(value, "data") and isinstance(getattr(value, "data"), np.ndarray):
-        array = value.data  # a minigrad Tensor
-    else:
+    array = numpy_of(value)
+    if array is None:
         raise DiagnosticsError(f"{argument}: expected a NumPy array, a tensor, or an iterable "
                                f"of (x, y) batches (a DataLoader), got "
                                f"{type(value).__module__}.{type(value).__qualname__}")

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from ..backends import numpy_of
 from ..errors import DiagnosticsError, require
 from ..findings import Finding
 from .check_result import CheckResult
@@ -148,15 +149,10 @@ def _class_indices(value, argument):
 
 
 def _as_array(value, argument):
-    if isinstance(value, np.ndarray):
-        array = value
-    elif hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
-        array = value.detach().cpu().numpy()
-    elif hasattr(value, "data") and isinstance(getattr(value, "data"), np.ndarray):
-        array = value.data  # a minigrad Tensor
-    elif isinstance(value, (list, tuple)):
+    array = numpy_of(value)
+    if array is None and isinstance(value, (list, tuple)):
         array = np.asarray(value)
-    else:
+    if array is None:
         raise DiagnosticsError(f"{argument}: expected a NumPy array or a tensor of labels, got "
                                f"{type(value).__module__}.{type(value).__qualname__}")
     require(array.dtype.kind in "biuf", argument, "numeric labels", f"dtype {array.dtype}")

@@ -2,10 +2,10 @@
 import pytest
 
 from bug_injection import catalog, get_bug
-from bug_injection.bench import SETUPS
-from bug_injection.catalog import KINDS
+from bug_injection.reference.bench import SETUPS
+from bug_injection.planted.catalog import KINDS
 from bug_injection.tools import TOOLS
-from bug_injection.models import BACKENDS
+from bug_injection.reference.models import BACKENDS
 from diagnostics.findings import CODES
 
 ISSUE_BUGS = {
@@ -68,7 +68,7 @@ def test_records_are_frozen():
 
 
 def test_planting_checks_backend_and_bench():
-    from bug_injection.bench import make_bench
+    from bug_injection.reference.bench import make_bench
 
     bench = make_bench("mlp", "minigrad")
     with pytest.raises(ValueError, match="is planted in a 'mixed_mlp' bench, got 'mlp'"):

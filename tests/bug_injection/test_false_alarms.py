@@ -3,8 +3,8 @@ probe, run as the hunt runs it, must stay quiet."""
 import pytest
 
 from bug_injection import make_bench
-from bug_injection.hunt import ALARMS, bench_case, single_threaded_torch
-from bug_injection.models import BACKENDS
+from bug_injection.hunt import bench_case, single_threaded_torch
+from bug_injection.reference.models import BACKENDS
 from bug_injection.tools import run_tool
 
 
@@ -16,7 +16,7 @@ def one_torch_thread():
 
 def alarms(diagnosis):
     """The warnings and errors, as the hunt counts a false alarm."""
-    return [str(f) for f in diagnosis.findings if f.severity in ALARMS]
+    return [str(f) for f in diagnosis.findings if f.is_alarm]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

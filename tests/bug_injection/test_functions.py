@@ -5,8 +5,8 @@ import pytest
 import torch
 
 import minigrad
-from bug_injection import formulas
-from bug_injection.functions import right_call, spoiled_function
+from bug_injection.planted import formulas
+from bug_injection.planted.functions import right_call, spoiled_function
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((5, 4))

@@ -7,7 +7,7 @@ from bug_injection import catalog, get_bug, make_bench
 from bug_injection.hunt import (CLEAN, FOUND, MISPLACED, MISSED, hunt, judge, run_bug,
                                 single_threaded_torch)
 from bug_injection.tools import Diagnosis
-from bug_injection.models import BACKENDS
+from bug_injection.reference.models import BACKENDS
 from diagnostics import Finding
 
 CASES = [(bug.name, backend) for bug in catalog() for backend in bug.backends]

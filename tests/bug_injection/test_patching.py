@@ -6,7 +6,7 @@ import pytest
 
 import minigrad
 from minigrad.ops import activation, linalg
-from bug_injection.patching import (marked, patched_attribute, patched_backward,
+from bug_injection.planted.patching import (marked, patched_attribute, patched_backward,
                                     swapped_forward)
 
 

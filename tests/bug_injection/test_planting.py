@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from bug_injection import catalog, make_bench
-from bug_injection.models import BACKENDS
-from bug_injection.state import changes, snapshot
+from bug_injection.reference.models import BACKENDS
+from bug_injection.planted.state import changes, snapshot
 
 CASES = [(bug, backend) for bug in catalog() for backend in bug.backends]
 

@@ -2,8 +2,8 @@
 
 Each planted layer is an ordinary layer whose forward calls its op through ``call``: with a
 ``bug`` name, a Function (``torch.autograd.Function`` or ``minigrad.Function``) whose backward
-spoils one right gradient with a wrong formula from ``bug_injection.formulas``; with ``None``,
-the op itself.
+spoils one right gradient with a wrong formula from ``bug_injection.planted.formulas``; with
+``None``, the op itself.
 ``build(framework, kind, bug=..., seed=...)`` returns ``(model, loss_fn, inputs, targets)``
 with NumPy inputs and targets, as a user might pass them.
 """
@@ -12,8 +12,8 @@ import numpy as np
 import torch
 
 import minigrad
-from bug_injection import formulas
-from bug_injection.functions import right_call, spoiled_function
+from bug_injection.planted import formulas
+from bug_injection.planted.functions import right_call, spoiled_function
 from diagnostics.backends import torch_threads
 
 FRAMEWORKS = ("torch", "minigrad")

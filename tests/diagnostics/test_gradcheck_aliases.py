@@ -14,8 +14,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bug_injection import gradient
-from bug_injection.bench import Bench
+from bug_injection.planted import gradient
+from bug_injection.reference.bench import Bench
 from diagnostics import check_gradients
 from diagnostics.backends import get_backend
 from diagnostics.backends.torch_backend import TorchBackend

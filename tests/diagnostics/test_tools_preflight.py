@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import minigrad
-from bug_injection import formulas
-from bug_injection.functions import spoiled_function
+from bug_injection.planted import formulas
+from bug_injection.planted.functions import spoiled_function
 from diagnostics import preflight
 from diagnostics.backends import get_backend
 from diagnostics.errors import DiagnosticsError

@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as TF
 
 import minigrad
-from bug_injection import formulas
-from bug_injection.functions import spoiled_function
+from bug_injection.planted import formulas
+from bug_injection.planted.functions import spoiled_function
 from diagnostics import (DiagnosticsError, check_gradients, find_lr, overfit_one_batch,
                          preflight, validate_data)
 from diagnostics.gradcheck.settings import Settings

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import minigrad
-from bug_injection import gpt, text
+from bug_injection.reference import gpt, text
 
 TOL = 1e-10
 CONFIG = gpt.GPTConfig(vocab_size=len(text.vocabulary()), block_size=16, width=16, heads=2,

@@ -41,6 +41,9 @@ class Thresholds:
     loss_min_steps: int = 50
     loss_window: int = 200
     diverging_factor: float = 2.0       # recent median above this times the earlier median
+    # ...or above twice the best level, having given back this share of the progress from the
+    # first loss to the best: a loss that converged to near 0 doubles on noise alone
+    diverging_rebound_share: float = 0.25
     # a loss that has been below 0 has no floor at 0 (a policy-gradient surrogate, a Gaussian
     # NLL): ratios to its level mean nothing, so it diverges only when its recent median rose
     # above the earlier one by this many times the spread (median absolute deviation) of the

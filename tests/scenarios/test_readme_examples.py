@@ -63,8 +63,10 @@ def test_the_uncatalogued_bug_tour_shows_what_its_blind_pair_prints():
             "print(pair.run(fixed=False, monitor=True)['report'])")
     run = _run("-c", code)
     assert run.returncode == 0, run.stderr
-    root = "[error] CLIP_HAS_NO_EFFECT at optimizer"
-    assert _headers(shown)[0] == _headers(run.stdout)[0] == root
-    words = [line.strip() for line in shown.splitlines()[5:13]]   # the finding's words
+    # the root's severity is that of what follows from it, which depends on how far the run
+    # diverges (on the CPU's rounding): the code, the place and the words do not
+    unrated = [re.sub(r"^\[\w+\] ", "", h) for h in (_headers(shown)[0], _headers(run.stdout)[0])]
+    assert unrated == ["CLIP_HAS_NO_EFFECT at optimizer"] * 2
+    words = [line.strip() for line in shown.splitlines()[6:13]]   # the finding's words
     printed = " ".join(line.strip() for line in run.stdout.splitlines())
     assert " ".join(words) in printed

@@ -66,7 +66,8 @@ def loss_diverging(view):
     factor = view.thresholds.diverging_factor
     if now > factor * abs(then) and now > initial:
         reason = f"grew from {then:.4g} to {now:.4g} over the last {levels.steps} steps"
-    elif best is not None and now > factor * best and now - best > 0.1 * abs(initial):
+    elif (best is not None and now > factor * best and now - best > 0.1 * abs(initial)
+          and now - best > view.thresholds.diverging_rebound_share * (initial - best)):
         reason = (f"climbed back to {now:.4g} after reaching {best:.4g} (the best median of "
                   f"{LEVEL_STEPS} steps)")
     elif now > 1.5 * abs(initial) and now > initial:

@@ -116,6 +116,7 @@ class StepContractProbe(Probe):
         self._param = None
         self._post_hooked = False
         self._step_hooked = False
+        self._held = None           # (group sizes, ids of the optimizer's tensors)
         self._listening = False
         self._error = None          # an exception of a hook, raised where the Monitor guards
         self._reset_window()
@@ -249,7 +250,8 @@ class StepContractProbe(Probe):
             if self._in_step:          # inside the step's closure: after its backward
                 return
             with_gradient = [p for p in parameters if getattr(p, "grad", None) is not None]
-            if _holds_any(self.ctx.optimizer, parameters):
+            held = self._held_ids()
+            if any(id(t) in held for t in parameters):
                 reason = "before_backward" if not self._passes else None
             elif not with_gradient:
                 reason = "no_gradients"    # nothing given, or a copy's tensors
@@ -258,6 +260,15 @@ class StepContractProbe(Probe):
             self._clips.append((function, reason, len(parameters), len(with_gradient)))
         except Exception as error:     # noqa: BLE001
             self._error = self._error or error
+
+    def _held_ids(self):
+        """Ids of the optimizer's tensors, rebuilt only when its groups change size (a clip
+        call per step should not rebuild the set each time)."""
+        groups = getattr(self.ctx.optimizer, "param_groups", None) or []
+        sizes = tuple(len(group["params"]) for group in groups)
+        if self._held is None or self._held[0] != sizes:
+            self._held = (sizes, optimizer_parameter_ids(self.ctx.optimizer) or set())
+        return self._held[1]
 
     def on_step(self, loss):
         if self._in_step:   # Monitor.step from a global step post-hook, before this one's
@@ -303,11 +314,6 @@ class StepContractProbe(Probe):
         for handle in self._handles or []:
             handle.remove()
         self._handles = []
-
-
-def _holds_any(optimizer, tensors):
-    held = optimizer_parameter_ids(optimizer) or set()
-    return any(id(t) in held for t in tensors)
 
 
 def _add_other_step_hook(own, on_other):

@@ -71,6 +71,9 @@ CODES = {
                                    "convention): eval uses about the last batch's statistics",
     "FROZEN_BATCHNORM_DRIFTS": "batch-norm layers with frozen parameters that keep updating "
                                "their running statistics in train mode",
+    "STEP_NOT_OBJECTIVE": "the training step applies a gradient other than the loss's on the "
+                          "whole batch (a constant factor, micro-batch means weighted equally, "
+                          "rows dropped, a part counted twice)",
     "LR_SWEEP_EDGE": "find_lr's lowest loss sits at an end of its sweep: the range did not "
                      "bracket a minimum",
 }

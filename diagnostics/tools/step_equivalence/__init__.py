@@ -1,0 +1,398 @@
+"""``check_step_equivalence``: does the user's training step apply the gradient of the loss on
+the whole batch?
+
+Gradient accumulation that averages per-micro-batch means where the window's token count should
+normalise (trl#2175, fixed in transformers PR #34191), a loss divided by the accumulation steps
+twice, a micro-batch loop that drops the last rows, a part added twice: the loop trains and
+prints a loss, and the step computes another objective. The check runs ``train_step`` once on
+a float64 copy of the model and optimizer (``capture``), reads the gradient at its
+``optimizer.step()``, compares it with the gradient of ``loss_fn`` on the whole batch, and,
+when they differ, says how, from the parts of the batch the step fed the model (``judge``).
+Clipping between the last backward and the step is told apart (a declared difference, named in
+an info); so is a GradScaler's unscaling. Dropout layers are turned off in the copy so that the
+step and the objective see the same network.
+"""
+import contextlib
+import copy
+import random
+
+import numpy as np
+
+from ...backends import get_backend
+from ...errors import require
+from ...findings import Finding
+from .._training import check_callable
+from ..check_result import CheckResult
+from . import judge
+from .capture import NO_STEP, capture_step, trainable
+from .objective import Objective
+
+TOLERANCE = {"float64": 1e-7, "float32": 1e-4}   # relative: rounding of each precision
+SHOWN = 3        # parameters named where the gradients differ most
+
+_ADVICE = {
+    judge.SCALED: "normalise the loss once: divide each micro-batch's loss by the number of "
+                  "micro-batches (or take the mean) exactly once; a constant factor also "
+                  "rescales the learning rate of SGD, weight decay's balance and any clipping",
+    judge.EQUAL: "sum the micro-batches' losses with reduction='sum' and divide by the whole "
+                 "window's count of scored elements (e.g. targets != ignore_index), as "
+                 "transformers does since PR #34191, instead of averaging per-micro-batch means",
+    judge.DROPPED: "make the micro-batch loop cover every row (range(0, n, size), "
+                   "torch.split(batch, size)) and accumulate each part's loss or gradient "
+                   "(+=, one backward per part) instead of replacing it",
+    judge.TWICE: "feed each micro-batch once and add its loss once per window",
+    judge.OTHER: "compare your train_step line by line with loss_fn(model(inputs), targets)"
+                 ".backward() on the same batch: the step computes another objective",
+}
+
+
+def check_step_equivalence(model, loss_fn, inputs, targets, *, train_step, optimizer=None,
+                           seed=0):
+    """STEP_NOT_OBJECTIVE when ``train_step`` applies a gradient other than that of
+    ``loss_fn(model(inputs), targets)`` on the whole batch.
+
+    ``train_step(model, (inputs, targets), optimizer)``: your step (zero_grad, forward,
+    backward(s), clipping, ``optimizer.step()``), run once on a float64 deep copy of ``model``
+    and ``optimizer`` (in the model's own dtype if it fails in float64) up to its first
+    ``optimizer.step()``, which does not run. ``loss_fn(output, targets)``: the objective, a
+    scalar. ``inputs``: a tensor (examples on the first axis) or a dict of keyword tensors
+    (rows read from ``input_ids``, else its first tensor). ``optimizer`` defaults to Adam over
+    the model's parameters. Nothing of yours changes: the copies are stepped on, the RNG is
+    restored; what your ``train_step`` changes outside its arguments before its step (a counter)
+    is yours. Returns a ``CheckResult``.
+    """
+    return CheckResult(_check(model, loss_fn, inputs, targets, train_step=train_step,
+                              optimizer=optimizer, seed=seed), check="step equivalence")
+
+
+def _check(model, loss_fn, inputs, targets, *, train_step, optimizer, seed):
+    backend = get_backend(model)
+    require(backend.name == "torch", "model", "a torch.nn.Module (the check reads gradients "
+            "at a torch optimizer's step)", backend.name)
+    torch = backend.torch
+    check_callable(loss_fn, "loss_fn")
+    check_callable(train_step, "train_step", "a callable train_step(model, (inputs, targets), "
+                   "optimizer)")
+    key = _rows_key(torch, inputs)
+    require(bool(trainable(model)), "model", "a model with trainable parameters",
+            "none that require a gradient")
+    if optimizer is None:
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    require(hasattr(optimizer, "param_groups") and callable(getattr(optimizer, "step", None)),
+            "optimizer", "a torch.optim optimizer", type(optimizer).__name__)
+    failures = []
+    for precision in ("float64", "float32"):
+        with _untouched(torch, model) as original, _rng_kept(torch):
+            result = _attempt(torch, model, optimizer, loss_fn, inputs, targets, key=key,
+                              train_step=train_step, precision=precision, seed=seed)
+        if original.touched:
+            return [_not_judged("train_step changed the model it was built with, not the "
+                                "`model` it was passed (it must train its arguments; yours "
+                                "were put back)")]
+        if isinstance(result, list):
+            return result
+        failures.append(result)
+    return [_not_judged(failures[-1])]
+
+
+def _attempt(torch, model, optimizer, loss_fn, inputs, targets, *, key, train_step, precision,
+             seed):
+    """The findings, or a str saying why this precision could not judge."""
+    dtype = torch.float64 if precision == "float64" else None
+    try:
+        copied, copied_optimizer = copy.deepcopy((model, optimizer))
+        copied_loss = copy.deepcopy(loss_fn) if isinstance(loss_fn, torch.nn.Module) else loss_fn
+    except Exception as raised:   # an uncopyable model or optimizer
+        return f"the model or optimizer cannot be deep-copied ({type(raised).__name__}: {raised})"
+    if dtype is not None:
+        copied.to(dtype)
+        if isinstance(copied_loss, torch.nn.Module):
+            copied_loss.to(dtype)
+    _silence_dropout(torch, copied)
+    batch_inputs, batch_targets = _cast(torch, inputs, dtype), _cast(torch, targets, dtype)
+    objective = Objective(torch, copied, copied_loss, batch_inputs, batch_targets, key=key,
+                          seed=seed)
+    torch.manual_seed(seed)
+    capture = capture_step(torch, copied, copied_optimizer, train_step,
+                           (batch_inputs, batch_targets), batch_rows=objective.rows)
+    if capture.error == NO_STEP:
+        return [Finding("STEP_NOT_OBJECTIVE", "warning", "train_step", NO_STEP,
+                        suggestion="call optimizer.step() (or scaler.step(optimizer)) once "
+                                   "per batch, after the backward passes")]
+    if capture.error is not None:
+        return capture.error
+    if capture.other_optimizer and not np.any(capture.applied):
+        return ("train_step stepped an optimizer other than the one it was passed, and the "
+                "model it was passed got no gradient")
+    try:
+        return _judge(torch, copied, objective, capture, TOLERANCE[precision], precision)
+    except Exception as raised:   # the user's model or loss, run by the check on parts
+        return f"loss_fn(model(inputs), targets) raised {type(raised).__name__}: {raised}"
+
+
+def _judge(torch, model, objective, capture, tolerance, precision):
+    flags = capture.calls[0].modes if capture.calls else tuple(m.training
+                                                               for m in model.modules())
+    reference = objective.gradient(None, flags)
+    evidence = {"precision": precision}
+    if not np.any(reference):
+        return [_not_judged("loss_fn's gradient on the whole batch is zero everywhere")]
+    applied, clipping = _before_clipping(capture, reference, tolerance)
+    difference = judge.relative(applied, reference)
+    if difference <= tolerance:
+        return [_matches(difference, clipping, evidence)]
+    objective.seed += 1
+    again = objective.gradient(None, flags)
+    objective.seed -= 1
+    if judge.relative(again, reference) > tolerance:
+        return [_not_judged("the model's forward pass is random in train mode beyond its "
+                            "dropout layers (which the check turns off): the step cannot be "
+                            "compared exactly")]
+    verdict = _verdict(torch, model, objective, capture, applied, reference, flags, tolerance)
+    if verdict.pattern is None:
+        return [_matches(difference, clipping, evidence, batch_norm=True)]
+    return [_finding(verdict, _most_different(model, applied, reference), clipping, evidence)]
+
+
+def _verdict(torch, model, objective, capture, applied, reference, flags, tolerance):
+    calls = capture.calls
+    if not calls or any(call.rows is None for call in calls):
+        return judge.by_scale(applied, reference, tolerance)
+    parts, seen = [], {}
+    for call in calls:
+        key = tuple(call.rows)
+        if key in seen:
+            parts[seen[key]][1] += 1
+        else:
+            seen[key] = len(parts)
+            parts.append([key, 1, call.modes])
+    user_columns = [objective.gradient(rows, modes) for rows, _, modes in parts]
+    decomposition = _decompose(torch, model, objective, parts, reference, user_columns, flags,
+                               tolerance)
+    if decomposition is None:
+        return judge.by_scale(applied, reference, tolerance)
+    return judge.by_parts(applied, reference, [judge.Part(rows, times) for rows, times, _ in parts],
+                          user_columns, decomposition, tolerance)
+
+
+def _decompose(torch, model, objective, parts, reference, user_columns, flags, tolerance):
+    """The ``Decomposition`` of the whole batch's loss and of each part into atoms (rows held
+    by the same parts), in eval mode for batch-norm layers (which normalise over the rows they
+    are fed); None when the loss is not a sum over rows (a loss across the batch)."""
+    holders = {}
+    for row in range(objective.size):
+        key = tuple(k for k, (rows, _, _) in enumerate(parts) if row in set(rows))
+        holders.setdefault(key, []).append(row)
+    atoms = [(tuple(rows), key) for key, rows in holders.items()]
+    batch_norm = torch.nn.modules.batchnorm._BatchNorm
+    normalising = [isinstance(m, batch_norm) for m in model.modules()]
+    disjoint = all(len(key) == 1 and set(parts[key[0]][0]) == set(rows)
+                   for rows, key in atoms if key)
+    if any(flag and norm for flag, norm in zip(flags, normalising)):
+        frozen = tuple(flag and not norm for flag, norm in zip(flags, normalising))
+        target = objective.gradient(None, frozen)
+        part_columns = [objective.gradient(rows, frozen) for rows, _, _ in parts]
+    else:
+        frozen, target, part_columns = flags, reference, list(user_columns)
+    if disjoint:     # each part is an atom: its gradient is already there
+        by_part = {key[0]: part_columns[key[0]] for _, key in atoms if key}
+        columns = [by_part[key[0]] if key else objective.gradient(rows, frozen)
+                   for rows, key in atoms]
+    else:
+        columns = [objective.gradient(rows, frozen) for rows, _ in atoms]
+    documented, residual = judge.fit(target, columns)
+    if residual > tolerance:
+        return None
+    shares = np.zeros((len(parts), len(atoms)))
+    for k in range(len(parts)):
+        inside = [a for a, (_, key) in enumerate(atoms) if k in key]
+        weights, residual = judge.fit(part_columns[k], [columns[a] for a in inside])
+        if residual > tolerance:
+            return None
+        shares[k, inside] = weights
+    atom_parts = tuple(judge.Part(rows, sum(parts[k][1] for k in key)) for rows, key in atoms)
+    return judge.Decomposition(atom_parts, shares, documented)
+
+
+def _before_clipping(capture, reference, tolerance):
+    """``(gradient to judge, clipping in words or None)``: what the backward passes computed
+    when the step only scaled it down or clamped it before applying it (clipping)."""
+    applied, after = capture.applied, capture.after_backward
+    if after is None or judge.relative(applied, after) <= tolerance:
+        return applied, None
+    if judge.relative(applied, reference) <= tolerance:   # e.g. a GradScaler's unscale_
+        return applied, None
+    factor = judge.scale_of(applied, after, tolerance)
+    if factor is not None and 0 <= factor < 1:
+        return after, f"scaled by {factor:.3g} between the last backward and the step (a clip " \
+                      f"by norm)"
+    changed = np.abs(applied - after) > tolerance * float(np.max(np.abs(after)))
+    limit = float(np.max(np.abs(applied)))
+    if changed.any() and np.allclose(np.abs(applied[changed]), limit, rtol=tolerance) and \
+            np.all(np.abs(after[changed]) >= limit * (1 - tolerance)):
+        return after, f"clamped to +-{limit:.3g} between the last backward and the step (a " \
+                      f"clip by value)"
+    return applied, None
+
+
+def _finding(verdict, different, clipping, evidence):
+    pattern = verdict.pattern
+    evidence = {**evidence, "relative_difference": verdict.difference,
+                "pattern": pattern, "parameters": different}
+    if verdict.factor is not None:
+        evidence["factor"] = verdict.factor
+    if verdict.parts:
+        evidence.update(parts=[p.label for p in verdict.parts], weights=list(verdict.weights),
+                        documented_weights=list(verdict.documented),
+                        rows_never_fed=len(verdict.missing))
+    text = _describe(verdict)
+    if clipping:
+        text += f" (the gradient judged is the backward's, before it was {clipping})"
+        evidence["clipping"] = clipping
+    return Finding("STEP_NOT_OBJECTIVE", "warning", "train_step", text,
+                   suggestion=_ADVICE[pattern], evidence=evidence)
+
+
+def _describe(verdict):
+    off = f"relative difference {verdict.difference:.3g} from the gradient of loss_fn on the " \
+          f"whole batch"
+    pattern, parts = verdict.pattern, verdict.parts
+    if pattern == judge.SCALED:
+        return f"train_step's gradient is the whole batch's loss gradient scaled by " \
+               f"{verdict.factor:.4g} (a loss normalised twice, or summed where a mean was " \
+               f"meant)"
+    if pattern == judge.EQUAL:
+        return (f"train_step's {len(parts)} micro-batches' mean losses are weighted equally "
+                f"({_numbers(verdict.weights)}) where they hold different shares of the "
+                f"batch's scored elements ({_numbers(verdict.documented)}): {off}")
+    if pattern == judge.DROPPED:
+        if verdict.missing:
+            return (f"{len(verdict.missing)} of the batch's rows are dropped: train_step never "
+                    f"feeds {judge.Part(verdict.missing, 1).label} to the model: {off}")
+        lost = ", ".join(p.label for p in verdict.lost)
+        return (f"{lost} are fed to the model but their loss is dropped before the gradient: "
+                f"{off}")
+    if pattern == judge.TWICE:
+        twice = ", ".join(p.label for p in verdict.doubled)
+        return f"the loss of {twice} is counted twice in train_step's gradient: {off}"
+    return f"train_step's gradient is not the gradient of its loss on the batch: {off}"
+
+
+def _numbers(values):
+    shown = ", ".join(f"{v:.3g}" for v in values[:6])
+    return shown + (", ..." if len(values) > 6 else "")
+
+
+def _matches(difference, clipping, evidence, batch_norm=False):
+    text = (f"train_step's gradient is the gradient of loss_fn on the whole batch (relative "
+            f"difference {difference:.2g})")
+    if batch_norm:
+        text = ("train_step's micro-batches are weighted as the whole batch's loss weighs them "
+                "(batch-norm layers normalise each micro-batch over its own rows, by design)")
+    if clipping:
+        text += f"; then {clipping}"
+    return Finding("STEP_NOT_OBJECTIVE", "info", "train_step", text,
+                   evidence={**evidence, "relative_difference": difference,
+                             **({"clipping": clipping} if clipping else {})})
+
+
+def _not_judged(reason):
+    return Finding("STEP_NOT_OBJECTIVE", "info", "train_step", f"not judged: {reason}")
+
+
+def _most_different(model, applied, reference):
+    """The parameters whose gradients differ most (relative to the whole gradient)."""
+    offset, gaps = 0, []
+    by_id = {id(p): n for n, p in model.named_parameters()}
+    for param in trainable(model):
+        size = param.numel()
+        gap = float(np.linalg.norm(applied[offset:offset + size]
+                                   - reference[offset:offset + size]))
+        gaps.append((gap, by_id.get(id(param), "?")))
+        offset += size
+    gaps.sort(reverse=True)
+    return [name for gap, name in gaps[:SHOWN] if gap > 0]
+
+
+def _rows_key(torch, inputs):
+    if isinstance(inputs, dict):
+        tensors = [k for k, v in inputs.items() if isinstance(v, torch.Tensor)]
+        require(bool(tensors), "inputs", "a tensor, or a dict of keyword tensors holding one",
+                f"a dict without tensors ({sorted(inputs)})")
+        key = "input_ids" if "input_ids" in tensors else tensors[0]
+        require(inputs[key].dim() >= 1 and inputs[key].shape[0] >= 1, "inputs",
+                "a batch with examples on the first axis", f"shape {tuple(inputs[key].shape)}")
+        return key
+    require(isinstance(inputs, torch.Tensor), "inputs", "a torch.Tensor batch or a dict of "
+            "keyword tensors", type(inputs).__name__)
+    require(inputs.dim() >= 1 and inputs.shape[0] >= 1, "inputs",
+            "a batch with examples on the first axis", f"shape {tuple(inputs.shape)}")
+    return None
+
+
+def _cast(torch, value, dtype):
+    """A copy of ``value`` (tensors; dicts, tuples and lists of them) with floating tensors in
+    ``dtype`` (None: their own), so the step's in-place edits stay on the copy."""
+    if isinstance(value, np.ndarray):
+        value = torch.from_numpy(value)
+    if isinstance(value, torch.Tensor):
+        copied = value.detach().clone()
+        return copied.to(dtype) if dtype is not None and copied.is_floating_point() else copied
+    if isinstance(value, dict):
+        return {k: _cast(torch, v, dtype) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(_cast(torch, v, dtype) for v in value)
+    return value
+
+
+def _silence_dropout(torch, model):
+    """Dropout off in the copy (layers, attention's and recurrent nets' own), so the step and
+    the objective see one deterministic network."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+            module.p = 0.0
+        elif isinstance(module, (torch.nn.MultiheadAttention, torch.nn.RNNBase)):
+            module.dropout = 0.0
+
+
+class _Touched:
+    touched = False
+
+
+@contextlib.contextmanager
+def _untouched(torch, model):
+    """Put the user's model back (gradients, parameters, buffers) if the step changed it;
+    ``.touched`` says whether it did."""
+    state = _Touched()
+    params = list(model.parameters())
+    saved = [(p.detach().clone(), None if p.grad is None else p.grad.detach().clone())
+             for p in params]
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    try:
+        yield state
+    finally:
+        with torch.no_grad():
+            for param, (value, grad) in zip(params, saved):
+                if not torch.equal(param, value):
+                    param.copy_(value)
+                    state.touched = True
+                now = param.grad
+                if (now is None) != (grad is None) or (
+                        grad is not None and not torch.equal(now, grad)):
+                    param.grad = grad
+                    state.touched = True
+            for buffer, value in buffers:
+                if not torch.equal(buffer, value):
+                    buffer.copy_(value)
+                    state.touched = True
+
+
+@contextlib.contextmanager
+def _rng_kept(torch):
+    python, numpy = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            random.setstate(python)
+            np.random.set_state(numpy)

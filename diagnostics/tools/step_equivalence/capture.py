@@ -1,0 +1,158 @@
+"""Run the user's ``train_step`` once, on a float64 copy, and read what it would apply.
+
+The step runs as written up to its first ``optimizer.step()`` (of any torch optimizer): a
+global step pre-hook reads the gradients there and ends the step with a private
+``BaseException`` (a user's ``except Exception`` does not swallow it), so nothing after the
+step runs (a scheduler's or a GradScaler's update, a counter of the user's), and no parameter
+or optimizer state moves. Along the way it reads what the step fed the model (which rows of
+the batch, in which modes) and the gradients as each backward pass left them, so a change made
+between the last backward and the step (clipping, unscaling, a manual division) is told apart
+from what the backward computed. A step that calls ``optimizer.step(closure)`` has its
+closure run first, as the optimizer would.
+"""
+import contextlib
+from dataclasses import dataclass
+
+import numpy as np
+
+
+NO_STEP = "train_step returned without calling optimizer.step(): it applies no gradient"
+
+
+class _StepReached(BaseException):
+    """Raised at the first ``optimizer.step()`` to end the user's step there."""
+
+
+@dataclass(frozen=True)
+class ForwardCall:
+    """One call of the model during the step: the batch rows it was fed (None when the fed
+    tensor is not made of the batch's rows) and the train/eval flag of every module then."""
+
+    rows: tuple[int, ...] | None
+    modes: tuple[bool, ...]
+
+
+@dataclass(frozen=True)
+class StepCapture:
+    """What one run of ``train_step`` did. ``applied`` and ``after_backward``: flat gradient
+    vectors over the trainable parameters (``after_backward`` as the last backward pass left
+    them); None when the step never reached ``optimizer.step()`` (``error`` then says why,
+    quoting the user's exception where there was one)."""
+
+    applied: np.ndarray | None
+    after_backward: np.ndarray | None
+    calls: tuple[ForwardCall, ...]
+    stepped: bool
+    other_optimizer: bool
+    error: str | None
+
+
+def capture_step(torch, model, optimizer, train_step, batch, *, batch_rows):
+    """A ``StepCapture`` of ``train_step(model, batch, optimizer)``; ``batch_rows(tensor)``
+    says which rows of the batch a fed tensor holds (None if it does not hold rows of it)."""
+    params = trainable(model)
+    calls, latest, applied = [], {}, {}
+    modules = list(model.modules())
+
+    def on_forward(_module, args, kwargs):
+        fed = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+        fed = kwargs.get("input_ids", fed)
+        rows = None if fed is None else batch_rows(fed)
+        calls.append(ForwardCall(rows, tuple(m.training for m in modules)))
+
+    def on_accumulated(param):
+        latest[id(param)] = param.grad.detach().clone()
+
+    def on_step(stepping, args, kwargs):
+        closure = kwargs.get("closure", args[0] if args else None)
+        if callable(closure):
+            with torch.enable_grad():
+                closure()
+        applied["vector"] = flat(torch, params, {id(p): p.grad for p in params})
+        applied["other"] = stepping is not optimizer
+        raise _StepReached
+
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+    scales = []
+    handles = [model.register_forward_pre_hook(on_forward, with_kwargs=True)]
+    handles += [p.register_post_accumulate_grad_hook(on_accumulated) for p in params]
+    handles.append(register_optimizer_step_pre_hook(on_step))
+    error = None
+    try:
+        with _scales_recorded(torch, scales):
+            train_step(model, batch, optimizer)
+        error = NO_STEP
+    except _StepReached:
+        pass
+    except Exception as raised:   # the user's code: quoted, never re-raised
+        error = f"train_step raised {type(raised).__name__}: {raised}"
+    finally:
+        for handle in handles:
+            handle.remove()
+    stepped = "vector" in applied
+    after = flat(torch, params, latest) if stepped and latest else None
+    if after is not None and len(set(scales)) == 1:
+        after = after / scales[0]     # the loss a GradScaler scaled: its unscaled gradient
+    return StepCapture(
+        applied=applied.get("vector"), after_backward=after,
+        calls=tuple(calls), stepped=stepped, other_optimizer=applied.get("other", False),
+        error=None if stepped else error)
+
+
+@contextlib.contextmanager
+def _scales_recorded(torch, scales):
+    """``GradScaler.scale`` wrapped while the step runs, to note the factor it multiplies the
+    loss by (its backward's gradients are that many times the loss's)."""
+    scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
+    original = getattr(scaler, "scale", None)
+    if original is None:
+        yield
+        return
+
+    def scale(self, outputs):
+        if getattr(self, "is_enabled", lambda: False)():
+            result = original(self, outputs)
+            scales.append(float(self.get_scale()))
+            return result
+        return original(self, outputs)
+
+    scaler.scale = scale
+    try:
+        yield
+    finally:
+        scaler.scale = original
+
+
+def trainable(model):
+    """The parameters a step trains, in the model's order (shared ones once)."""
+    seen, params = set(), []
+    for param in model.parameters():
+        if param.requires_grad and id(param) not in seen:
+            seen.add(id(param))
+            params.append(param)
+    return params
+
+
+def flat(torch, params, grads):
+    """One float64 vector of the gradients ``grads[id(p)]`` (zeros where there is none)."""
+    pieces = []
+    for param in params:
+        grad = grads.get(id(param))
+        pieces.append(np.zeros(param.numel()) if grad is None
+                      else grad.detach().to(torch.float64).reshape(-1).cpu().numpy())
+    return np.concatenate(pieces) if pieces else np.zeros(0)
+
+
+@contextlib.contextmanager
+def modes(model, flags):
+    """The model's modules set to ``flags`` (as ``ForwardCall.modes`` recorded them), put back
+    after."""
+    modules = list(model.modules())
+    before = [m.training for m in modules]
+    try:
+        for module, flag in zip(modules, flags):
+            module.training = flag
+        yield
+    finally:
+        for module, flag in zip(modules, before):
+            module.training = flag

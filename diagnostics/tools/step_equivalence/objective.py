@@ -1,0 +1,105 @@
+"""The objective on rows of the batch, on the copy: ``loss_fn(model(inputs[rows]),
+targets[rows])`` and its gradient, and which rows of the batch a tensor the step fed holds.
+
+Rows are told by memory first (``torch.split``, ``chunk`` and slicing give views of the batch:
+their offset and stride in the batch's storage say which rows), then by content (an indexed
+copy, ``batch[perm]``), byte for byte.
+"""
+import numpy as np
+
+from .capture import flat, modes, trainable
+
+
+class Objective:
+    """The batch (``inputs``: a tensor, or a dict of keyword tensors whose rows are read from
+    ``key``; ``targets``: a tensor, or a tuple/dict of them) on ``model``, ``size`` rows."""
+
+    def __init__(self, torch, model, loss_fn, inputs, targets, *, key, seed):
+        self.torch, self.model, self.loss_fn = torch, model, loss_fn
+        self.inputs, self.targets, self.key, self.seed = inputs, targets, key, seed
+        self.rows_of = inputs[key] if key is not None else inputs
+        self.size = self.rows_of.shape[0]
+        self.params = trainable(model)
+        self._by_content = None
+
+    def gradient(self, rows, flags):
+        """The flat gradient of the loss on ``rows`` (a tuple of indices; None: all) with the
+        modules in train/eval ``flags``."""
+        torch = self.torch
+        for param in self.params:
+            param.grad = None
+        index = None if rows is None else torch.as_tensor(rows, dtype=torch.long)
+        torch.manual_seed(self.seed)
+        with modes(self.model, flags), torch.enable_grad():
+            inputs = _take(torch, self.inputs, index, self.size)
+            output = self.model(**inputs) if isinstance(inputs, dict) else self.model(inputs)
+            loss = self.loss_fn(output, _take(torch, self.targets, index, self.size))
+            if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                raise ValueError(f"loss_fn returned {type(loss).__name__} of shape "
+                                 f"{tuple(getattr(loss, 'shape', ()))}, not a scalar")
+            loss.reshape(()).backward()
+        gradient = flat(torch, self.params, {id(p): p.grad for p in self.params})
+        for param in self.params:
+            param.grad = None
+        return gradient
+
+    def rows(self, fed):
+        """The batch rows ``fed`` holds, as a tuple of indices, or None."""
+        whole = self.rows_of
+        if not hasattr(fed, "shape") or fed.dim() != whole.dim() or fed.dtype != whole.dtype:
+            return None
+        if tuple(fed.shape[1:]) != tuple(whole.shape[1:]) or fed.shape[0] == 0:
+            return None
+        return _view_rows(fed, whole) or self._content_rows(fed)
+
+    def _content_rows(self, fed):
+        if self._by_content is None:
+            self._by_content = {}
+            for index, row in enumerate(_row_bytes(self.rows_of)):
+                self._by_content.setdefault(row, []).append(index)
+        used, rows = {}, []
+        for row in _row_bytes(fed):
+            indices = self._by_content.get(row)
+            if not indices:
+                return None
+            taken = used.get(row, 0)
+            rows.append(indices[min(taken, len(indices) - 1)])
+            used[row] = taken + 1
+        return tuple(rows)
+
+
+def _view_rows(fed, whole):
+    """The rows of ``whole`` that ``fed`` views (a slice with a step), or None."""
+    try:
+        same = fed.untyped_storage().data_ptr() == whole.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return None
+    stride = whole.stride(0)
+    if not same or fed.stride()[1:] != whole.stride()[1:] or stride == 0:
+        return None
+    offset = fed.storage_offset() - whole.storage_offset()
+    step = fed.stride(0) if fed.shape[0] > 1 else stride
+    if offset % stride or step % stride or step <= 0:
+        return None
+    start, step = offset // stride, step // stride
+    rows = tuple(range(start, start + step * fed.shape[0], step))
+    return rows if rows[-1] < whole.shape[0] else None
+
+
+def _row_bytes(tensor):
+    array = np.ascontiguousarray(tensor.detach().cpu().numpy())
+    return [row.tobytes() for row in array.reshape(array.shape[0], -1)]
+
+
+def _take(torch, value, index, size):
+    """``value`` restricted to the rows ``index`` (tensors whose first axis is the batch's;
+    containers element-wise; anything else as it is)."""
+    if index is None:
+        return value
+    if isinstance(value, torch.Tensor):
+        return value[index] if value.dim() >= 1 and value.shape[0] == size else value
+    if isinstance(value, dict):
+        return {k: _take(torch, v, index, size) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(_take(torch, v, index, size) for v in value)
+    return value

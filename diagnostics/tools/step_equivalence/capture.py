@@ -64,6 +64,7 @@ def capture_step(torch, model, optimizer, train_step, batch, *, batch_rows):
         latest[id(param)] = param.grad.detach().clone()
 
     def on_step(stepping, args, kwargs):
+        args = args[1:] if args and args[0] is stepping else args   # (self, closure)
         closure = kwargs.get("closure", args[0] if args else None)
         if callable(closure):
             with torch.enable_grad():

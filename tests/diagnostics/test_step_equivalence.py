@@ -34,12 +34,13 @@ def _batch(seed=1):
     return torch.randn(N, D, generator=generator), torch.randint(0, C, (N,), generator=generator)
 
 
-def _check(step, *, model=None, optimizer=None, loss_fn=F.cross_entropy, batch=None):
+def _check(step, *, model=None, optimizer=None, loss_fn=F.cross_entropy, batch=None,
+           precision="float64"):
     model = model or _mlp()
     optimizer = optimizer or torch.optim.SGD(model.parameters(), lr=0.1)
     inputs, targets = batch or _batch()
     return check_step_equivalence(model, loss_fn, inputs, targets, train_step=step,
-                                  optimizer=optimizer)
+                                  optimizer=optimizer, precision=precision)
 
 
 def _named(result):
@@ -67,11 +68,21 @@ def plain_step(model, batch, optimizer):
 
 # ---- healthy steps -------------------------------------------------------------------------
 
-def test_whole_batch_step_matches():
-    result = _check(plain_step)
+@pytest.mark.parametrize("precision, exact", [("float64", 1e-10), ("float32", 1e-5)])
+def test_whole_batch_step_matches(precision, exact):
+    result = _check(plain_step, precision=precision)
     assert result.passed and [f.severity for f in result] == ["info"]
-    assert result[0].evidence["precision"] == "float64"
-    assert result[0].evidence["relative_difference"] < 1e-10
+    assert result[0].evidence["precision"] == precision
+    assert result[0].evidence["relative_difference"] < exact
+
+
+@pytest.mark.parametrize("parts, scale", [(4, 1 / 4), (4, 1.0), (3, 1 / 9)])
+def test_float32_judges_as_float64_does(parts, scale):
+    step = _accumulate(parts, scale=lambda k: scale)
+    verdicts = [_check(step, precision=p)[0] for p in ("float32", "float64")]
+    assert verdicts[0].severity == verdicts[1].severity
+    assert verdicts[0].evidence.get("factor", 1.0) == pytest.approx(
+        verdicts[1].evidence.get("factor", 1.0), rel=1e-4)
 
 
 @pytest.mark.parametrize("parts", [2, 3, 4, 6])
@@ -270,7 +281,7 @@ def test_a_loss_overwritten_in_the_loop_is_dropped():
     finding = _named(_check(step))
     assert finding.evidence["pattern"] == judge.DROPPED
     assert "fed to the model but their loss is dropped" in finding.message
-    assert "rows 0-7" in finding.message and "rows 8-15" in finding.message
+    assert "rows 0-15 are fed to the model but their loss is dropped" in finding.message
 
 
 def test_a_part_fed_twice_is_counted_twice():
@@ -374,7 +385,7 @@ def test_a_step_that_never_steps_is_a_warning():
     assert "without calling optimizer.step()" in finding.message
 
 
-def test_a_step_written_for_float32_is_judged_in_float32():
+def test_a_step_written_for_float32_is_judged_in_float32_when_float64_is_asked():
     def step(model, batch, optimizer):
         inputs, targets = batch
         optimizer.zero_grad()
@@ -387,17 +398,32 @@ def test_a_step_written_for_float32_is_judged_in_float32():
     assert scaled.evidence["precision"] == "float64"
 
 
-def test_a_forward_random_beyond_dropout_layers_is_not_judged():
-    class Noisy(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.layer = nn.Linear(D, C)
+class _AlwaysDropping(nn.Module):
+    """Functional dropout the check cannot turn off: every forward pass is random."""
 
-        def forward(self, x):
-            return F.dropout(self.layer(x), 0.5, training=True)
+    def __init__(self, head=True):
+        super().__init__()
+        self.layer = nn.Linear(D, C)
 
+    def forward(self, x):
+        return F.dropout(self.layer(x), 0.5, training=True)
+
+
+def test_a_random_forward_is_judged_at_its_outputs():
     torch.manual_seed(0)
-    result = _check(_accumulate(2, scale=lambda k: 1.0), model=Noisy())
+    assert _check(_accumulate(2), model=_AlwaysDropping()).passed
+    finding = _named(_check(_accumulate(2, scale=lambda k: 1.0), model=_AlwaysDropping()))
+    assert finding.evidence["factor"] == pytest.approx(2.0, rel=1e-6)
+
+
+def test_a_random_forward_with_a_term_outside_the_outputs_is_not_judged():
+    def step(model, batch, optimizer):
+        inputs, targets = batch
+        optimizer.zero_grad()
+        (F.cross_entropy(model(inputs), targets) + model.layer.weight.sum()).backward()
+        optimizer.step()
+    torch.manual_seed(0)
+    result = _check(step, model=_AlwaysDropping())
     assert result.passed and "random" in result[0].message
 
 
@@ -414,6 +440,7 @@ def test_dropout_layers_are_turned_off_in_the_copy_only():
     (dict(loss_fn=3), "loss_fn"),
     (dict(inputs=[1, 2]), "inputs"),
     (dict(optimizer=object()), "optimizer"),
+    (dict(precision="double"), "precision"),
 ])
 def test_bad_arguments_name_the_argument(arguments, named):
     inputs, targets = _batch()
@@ -427,34 +454,43 @@ def test_bad_arguments_name_the_argument(arguments, named):
 
 # ---- the judge on vectors ------------------------------------------------------------------
 
-def _decomposition(documented):
-    parts = tuple(judge.Part((k,), 1) for k in range(len(documented)))
-    return judge.Decomposition(parts, np.eye(len(documented)), np.asarray(documented))
+def _calls(shares, weights, rng, width=4):
+    """CallGradients for parts of ``shares[k]`` rows each, the step weighting part k's mean
+    loss by ``weights[k]`` where the objective (a mean over all rows) weighs it by its share."""
+    total, calls, start = sum(shares), [], 0
+    for count, weight in zip(shares, weights):
+        own = rng.normal(size=(count, width)) / count          # d mean_k / d outputs
+        objective = own * count / total
+        calls.append(judge.CallGradients(tuple(range(start, start + count)), weight * own,
+                                         objective, own))
+        start += count
+    return calls, total
 
 
 @settings(max_examples=40, deadline=None)
 @given(shares=st.lists(st.integers(1, 20), min_size=2, max_size=6),
        factor=st.floats(0.05, 20), seed=st.integers(0, 10 ** 6))
 def test_judge_reads_the_pattern_from_the_weights(shares, factor, seed):
-    columns = list(np.random.default_rng(seed).normal(size=(len(shares), 50)))
+    rng = np.random.default_rng(seed)
     documented = np.asarray(shares, dtype=float) / sum(shares)
-    reference = documented @ np.stack(columns)
-    parts = _decomposition(documented).atoms
 
-    def verdict(weights):
-        gradient = np.asarray(weights) @ np.stack(columns)
-        return judge.by_parts(gradient, reference, parts, columns, _decomposition(documented),
-                              1e-7)
+    def verdict(weights, missing=None):
+        calls, total = _calls(shares, weights, np.random.default_rng(seed))
+        missing = missing or {}
+        return judge.at_outputs(calls, missing, total + len(missing), 1e-7)
     assert verdict(documented).pattern is None
     scaled = verdict(factor * documented)
     assert (scaled.pattern is None) if abs(factor - 1) < 1e-6 else (
         scaled.pattern == judge.SCALED and scaled.factor == pytest.approx(factor))
     equal = verdict(np.full(len(shares), factor / len(shares)))
-    expected = judge.SCALED if len(set(shares)) == 1 else judge.EQUAL
-    assert equal.pattern in (expected, None)
+    if len(set(shares)) > 1:
+        assert equal.pattern == judge.EQUAL
+        assert equal.documented == pytest.approx(tuple(documented))
     dropped = documented.copy()
     dropped[-1] = 0
     assert verdict(dropped).pattern == judge.DROPPED
     doubled = documented.copy()
     doubled[0] *= 2
     assert verdict(doubled).pattern == judge.TWICE
+    never = verdict(documented, missing={sum(shares): rng.normal(size=4)})
+    assert never.pattern == judge.DROPPED and never.missing == (sum(shares),)

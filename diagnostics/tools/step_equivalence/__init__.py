@@ -4,13 +4,14 @@ the whole batch?
 Gradient accumulation that averages per-micro-batch means where the window's token count should
 normalise (trl#2175, fixed in transformers PR #34191), a loss divided by the accumulation steps
 twice, a micro-batch loop that drops the last rows, a part added twice: the loop trains and
-prints a loss, and the step computes another objective. The check runs ``train_step`` once on
-a float64 copy of the model and optimizer (``capture``), reads the gradient at its
-``optimizer.step()``, compares it with the gradient of ``loss_fn`` on the whole batch, and,
-when they differ, says how, from the parts of the batch the step fed the model (``judge``).
-Clipping between the last backward and the step is told apart (a declared difference, named in
-an info); so is a GradScaler's unscaling. Dropout layers are turned off in the copy so that the
-step and the objective see the same network.
+prints a loss, and the step computes another objective. The check runs ``train_step`` once on a
+copy of the model and optimizer (``capture``) and judges it where the loss meets the model: the
+gradient the step's backward passes sent into each call's outputs against the gradient of
+``loss_fn`` on the whole batch at those same outputs, row by row (``judge``): exact whatever the
+model does with its micro-batches (batch norm, dropout). When they agree, the gradient read at
+``optimizer.step()`` is compared with ``loss_fn``'s on the whole batch, which tells a term added
+outside ``loss_fn``. Clipping between the last backward and the step is told apart (named in an
+info); so is a GradScaler's scaling.
 """
 import contextlib
 import copy
@@ -27,7 +28,9 @@ from . import judge
 from .capture import NO_STEP, capture_step, trainable
 from .objective import Objective
 
-TOLERANCE = {"float64": 1e-7, "float32": 1e-4}   # relative: rounding of each precision
+TOLERANCE = {"float64": 1e-7, "float32": 1e-4, "float16": 1e-2,
+             "bfloat16": 1e-2}                  # relative: rounding of each precision
+PRECISIONS = ("float32", "float64")
 SHOWN = 3        # parameters named where the gradients differ most
 
 _ADVICE = {
@@ -47,25 +50,28 @@ _ADVICE = {
 
 
 def check_step_equivalence(model, loss_fn, inputs, targets, *, train_step, optimizer=None,
-                           seed=0):
+                           precision="float32", seed=0):
     """STEP_NOT_OBJECTIVE when ``train_step`` applies a gradient other than that of
     ``loss_fn(model(inputs), targets)`` on the whole batch.
 
     ``train_step(model, (inputs, targets), optimizer)``: your step (zero_grad, forward,
-    backward(s), clipping, ``optimizer.step()``), run once on a float64 deep copy of ``model``
-    and ``optimizer`` (in the model's own dtype if it fails in float64) up to its first
-    ``optimizer.step()``, which does not run. ``loss_fn(output, targets)``: the objective, a
-    scalar. ``inputs``: a tensor (examples on the first axis) or a dict of keyword tensors
-    (rows read from ``input_ids``, else its first tensor). ``optimizer`` defaults to Adam over
-    the model's parameters. Nothing of yours changes: the copies are stepped on, the RNG is
-    restored; what your ``train_step`` changes outside its arguments before its step (a counter)
-    is yours. Returns a ``CheckResult``.
+    backward(s), clipping, ``optimizer.step()``), run once on a deep copy of ``model`` and
+    ``optimizer`` up to its first ``optimizer.step()``, which does not run. ``precision``:
+    ``"float32"``, or ``"float64"`` to compare down to rounding's last digits (several times
+    the cost on CPU); the model's own dtype when the step fails in it. ``loss_fn(output,
+    targets)``: the objective, a scalar. ``inputs``: a tensor (examples on the first axis) or a
+    dict of keyword tensors (rows read from ``input_ids``, else its first tensor).
+    ``optimizer`` defaults to Adam over the model's parameters. Nothing of yours changes: the
+    copies are stepped on, the RNG is restored; what your ``train_step`` changes outside its
+    arguments before its step (a counter) is yours. Returns a ``CheckResult``.
     """
+    require(precision in PRECISIONS, "precision", f"one of {PRECISIONS}", repr(precision))
     return CheckResult(_check(model, loss_fn, inputs, targets, train_step=train_step,
-                              optimizer=optimizer, seed=seed), check="step equivalence")
+                              optimizer=optimizer, precision=precision, seed=seed),
+                       check="step equivalence")
 
 
-def _check(model, loss_fn, inputs, targets, *, train_step, optimizer, seed):
+def _check(model, loss_fn, inputs, targets, *, train_step, optimizer, precision, seed):
     backend = get_backend(model)
     require(backend.name == "torch", "model", "a torch.nn.Module (the check reads gradients "
             "at a torch optimizer's step)", backend.name)
@@ -80,11 +86,11 @@ def _check(model, loss_fn, inputs, targets, *, train_step, optimizer, seed):
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     require(hasattr(optimizer, "param_groups") and callable(getattr(optimizer, "step", None)),
             "optimizer", "a torch.optim optimizer", type(optimizer).__name__)
-    failures = []
-    for precision in ("float64", "float32"):
+    failures, own = [], str(trainable(model)[0].dtype).removeprefix("torch.")
+    for attempt in dict.fromkeys((precision, own if own in TOLERANCE else precision)):
         with _untouched(torch, model) as original, _rng_kept(torch):
             result = _attempt(torch, model, optimizer, loss_fn, inputs, targets, key=key,
-                              train_step=train_step, precision=precision, seed=seed)
+                              train_step=train_step, precision=attempt, seed=seed)
         if original.touched:
             return [_not_judged("train_step changed the model it was built with, not the "
                                 "`model` it was passed (it must train its arguments; yours "
@@ -98,13 +104,13 @@ def _check(model, loss_fn, inputs, targets, *, train_step, optimizer, seed):
 def _attempt(torch, model, optimizer, loss_fn, inputs, targets, *, key, train_step, precision,
              seed):
     """The findings, or a str saying why this precision could not judge."""
-    dtype = torch.float64 if precision == "float64" else None
+    dtype = getattr(torch, precision)
     try:
         copied, copied_optimizer = copy.deepcopy((model, optimizer))
         copied_loss = copy.deepcopy(loss_fn) if isinstance(loss_fn, torch.nn.Module) else loss_fn
     except Exception as raised:   # an uncopyable model or optimizer
         return f"the model or optimizer cannot be deep-copied ({type(raised).__name__}: {raised})"
-    if dtype is not None:
+    if trainable(copied)[0].dtype != dtype:
         copied.to(dtype)
         if isinstance(copied_loss, torch.nn.Module):
             copied_loss.to(dtype)
@@ -133,11 +139,16 @@ def _attempt(torch, model, optimizer, loss_fn, inputs, targets, *, key, train_st
 def _judge(torch, model, objective, capture, tolerance, precision):
     flags = capture.calls[0].modes if capture.calls else tuple(m.training
                                                                for m in model.modules())
-    reference = objective.gradient(None, flags)
     evidence = {"precision": precision}
+    applied, clipping = _before_clipping(capture, tolerance)
+    at_outputs = _at_outputs(objective, capture, flags, tolerance)
+    if at_outputs is not None and at_outputs.pattern is not None:
+        return [_finding(at_outputs, (), clipping, evidence)]
+    if at_outputs is not None and _normalises_batches(torch, model, flags):
+        return [_matches(at_outputs.difference, clipping, evidence, batch_norm=True)]
+    reference = objective.gradient(None, flags)
     if not np.any(reference):
         return [_not_judged("loss_fn's gradient on the whole batch is zero everywhere")]
-    applied, clipping = _before_clipping(capture, reference, tolerance)
     difference = judge.relative(applied, reference)
     if difference <= tolerance:
         return [_matches(difference, clipping, evidence)]
@@ -148,79 +159,35 @@ def _judge(torch, model, objective, capture, tolerance, precision):
         return [_not_judged("the model's forward pass is random in train mode beyond its "
                             "dropout layers (which the check turns off): the step cannot be "
                             "compared exactly")]
-    verdict = _verdict(torch, model, objective, capture, applied, reference, flags, tolerance)
-    if verdict.pattern is None:
-        return [_matches(difference, clipping, evidence, batch_norm=True)]
-    return [_finding(verdict, _most_different(model, applied, reference), clipping, evidence)]
+    verdict = judge.by_scale(applied, reference, tolerance)
+    outside = at_outputs is not None        # the outputs' gradient was right: a term elsewhere
+    return [_finding(verdict, _most_different(model, applied, reference), clipping, evidence,
+                     outside=outside)]
 
 
-def _verdict(torch, model, objective, capture, applied, reference, flags, tolerance):
+def _at_outputs(objective, capture, flags, tolerance):
+    """The Judgement read at the model's outputs, or None when the calls' rows or outputs
+    cannot be read."""
     calls = capture.calls
     if not calls or any(call.rows is None for call in calls):
-        return judge.by_scale(applied, reference, tolerance)
-    parts, seen = [], {}
-    for call in calls:
-        key = tuple(call.rows)
-        if key in seen:
-            parts[seen[key]][1] += 1
-        else:
-            seen[key] = len(parts)
-            parts.append([key, 1, call.modes])
-    user_columns = [objective.gradient(rows, modes) for rows, _, modes in parts]
-    decomposition = _decompose(torch, model, objective, parts, reference, user_columns, flags,
-                               tolerance)
-    if decomposition is None:
-        return judge.by_scale(applied, reference, tolerance)
-    return judge.by_parts(applied, reference, [judge.Part(rows, times) for rows, times, _ in parts],
-                          user_columns, decomposition, tolerance)
-
-
-def _decompose(torch, model, objective, parts, reference, user_columns, flags, tolerance):
-    """The ``Decomposition`` of the whole batch's loss and of each part into atoms (rows held
-    by the same parts), in eval mode for batch-norm layers (which normalise over the rows they
-    are fed); None when the loss is not a sum over rows (a loss across the batch)."""
-    holders = {}
-    for row in range(objective.size):
-        key = tuple(k for k, (rows, _, _) in enumerate(parts) if row in set(rows))
-        holders.setdefault(key, []).append(row)
-    atoms = [(tuple(rows), key) for key, rows in holders.items()]
-    batch_norm = torch.nn.modules.batchnorm._BatchNorm
-    normalising = [isinstance(m, batch_norm) for m in model.modules()]
-    disjoint = all(len(key) == 1 and set(parts[key[0]][0]) == set(rows)
-                   for rows, key in atoms if key)
-    if any(flag and norm for flag, norm in zip(flags, normalising)):
-        frozen = tuple(flag and not norm for flag, norm in zip(flags, normalising))
-        target = objective.gradient(None, frozen)
-        part_columns = [objective.gradient(rows, frozen) for rows, _, _ in parts]
-    else:
-        frozen, target, part_columns = flags, reference, list(user_columns)
-    if disjoint:     # each part is an atom: its gradient is already there
-        by_part = {key[0]: part_columns[key[0]] for _, key in atoms if key}
-        columns = [by_part[key[0]] if key else objective.gradient(rows, frozen)
-                   for rows, key in atoms]
-    else:
-        columns = [objective.gradient(rows, frozen) for rows, _ in atoms]
-    documented, residual = judge.fit(target, columns)
-    if residual > tolerance:
         return None
-    shares = np.zeros((len(parts), len(atoms)))
-    for k in range(len(parts)):
-        inside = [a for a, (_, key) in enumerate(atoms) if k in key]
-        weights, residual = judge.fit(part_columns[k], [columns[a] for a in inside])
-        if residual > tolerance:
-            return None
-        shares[k, inside] = weights
-    atom_parts = tuple(judge.Part(rows, sum(parts[k][1] for k in key)) for rows, key in atoms)
-    return judge.Decomposition(atom_parts, shares, documented)
+    found = objective.at_outputs(calls, flags)
+    if found is None:
+        return None
+    return judge.at_outputs(*found, objective.size, tolerance)
 
 
-def _before_clipping(capture, reference, tolerance):
+def _normalises_batches(torch, model, flags):
+    """Batch-norm layers in train mode: micro-batches are not the whole batch, by design."""
+    batch_norm = torch.nn.modules.batchnorm._BatchNorm
+    return any(flag and isinstance(m, batch_norm) for m, flag in zip(model.modules(), flags))
+
+
+def _before_clipping(capture, tolerance):
     """``(gradient to judge, clipping in words or None)``: what the backward passes computed
     when the step only scaled it down or clamped it before applying it (clipping)."""
     applied, after = capture.applied, capture.after_backward
     if after is None or judge.relative(applied, after) <= tolerance:
-        return applied, None
-    if judge.relative(applied, reference) <= tolerance:   # e.g. a GradScaler's unscale_
         return applied, None
     factor = judge.scale_of(applied, after, tolerance)
     if factor is not None and 0 <= factor < 1:
@@ -235,17 +202,18 @@ def _before_clipping(capture, reference, tolerance):
     return applied, None
 
 
-def _finding(verdict, different, clipping, evidence):
+def _finding(verdict, different, clipping, evidence, outside=False):
     pattern = verdict.pattern
-    evidence = {**evidence, "relative_difference": verdict.difference,
-                "pattern": pattern, "parameters": different}
+    evidence = {**evidence, "relative_difference": verdict.difference, "pattern": pattern}
+    if different:
+        evidence["parameters"] = list(different)
     if verdict.factor is not None:
         evidence["factor"] = verdict.factor
     if verdict.parts:
-        evidence.update(parts=[p.label for p in verdict.parts], weights=list(verdict.weights),
-                        documented_weights=list(verdict.documented),
-                        rows_never_fed=len(verdict.missing))
-    text = _describe(verdict)
+        evidence.update(parts=[p.label for p in verdict.parts], rows_never_fed=len(verdict.missing))
+    if verdict.weights:
+        evidence.update(weights=list(verdict.weights), documented_weights=list(verdict.documented))
+    text = _describe(verdict, outside, different)
     if clipping:
         text += f" (the gradient judged is the backward's, before it was {clipping})"
         evidence["clipping"] = clipping
@@ -253,9 +221,10 @@ def _finding(verdict, different, clipping, evidence):
                    suggestion=_ADVICE[pattern], evidence=evidence)
 
 
-def _describe(verdict):
-    off = f"relative difference {verdict.difference:.3g} from the gradient of loss_fn on the " \
-          f"whole batch"
+def _describe(verdict, outside, different):
+    where = " at the model's outputs" if verdict.at_outputs else ""
+    off = f"relative difference {verdict.difference:.3g}{where} from the gradient of loss_fn " \
+          f"on the whole batch"
     pattern, parts = verdict.pattern, verdict.parts
     if pattern == judge.SCALED:
         return f"train_step's gradient is the whole batch's loss gradient scaled by " \
@@ -275,6 +244,13 @@ def _describe(verdict):
     if pattern == judge.TWICE:
         twice = ", ".join(p.label for p in verdict.doubled)
         return f"the loss of {twice} is counted twice in train_step's gradient: {off}"
+    if outside:
+        return (f"train_step's loss sends loss_fn's gradient into the model's outputs, but its "
+                f"parameters' gradient holds more (a term outside loss_fn: a regulariser, an "
+                f"auxiliary loss, a gradient edited after backward), most in "
+                f"{', '.join(different)}: {off}")
+    if different:
+        off += f", most in {', '.join(different)}"
     return f"train_step's gradient is not the gradient of its loss on the batch: {off}"
 
 

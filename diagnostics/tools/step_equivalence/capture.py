@@ -11,9 +11,12 @@ from what the backward computed. A step that calls ``optimizer.step(closure)`` h
 closure run first, as the optimizer would.
 """
 import contextlib
+import functools
 from dataclasses import dataclass
 
 import numpy as np
+
+from ... import outputs
 
 
 NO_STEP = "train_step returned without calling optimizer.step(): it applies no gradient"
@@ -26,10 +29,14 @@ class _StepReached(BaseException):
 @dataclass(frozen=True)
 class ForwardCall:
     """One call of the model during the step: the batch rows it was fed (None when the fed
-    tensor is not made of the batch's rows) and the train/eval flag of every module then."""
+    tensor is not made of the batch's rows), the train/eval flag of every module then, what it
+    returned and the gradient the step's backward passes sent into each floating
+    entry of it (``output_grads``, by entry key; filled as the backward passes run)."""
 
     rows: tuple[int, ...] | None
     modes: tuple[bool, ...]
+    output: object
+    output_grads: dict
 
 
 @dataclass(frozen=True)
@@ -54,11 +61,15 @@ def capture_step(torch, model, optimizer, train_step, batch, *, batch_rows):
     calls, latest, applied = [], {}, {}
     modules = list(model.modules())
 
-    def on_forward(_module, args, kwargs):
+    def on_forward(_module, args, kwargs, output):
         fed = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
         fed = kwargs.get("input_ids", fed)
         rows = None if fed is None else batch_rows(fed)
-        calls.append(ForwardCall(rows, tuple(m.training for m in modules)))
+        grads = {}
+        for key, value in outputs.entries(output):
+            if isinstance(value, torch.Tensor) and value.requires_grad:
+                value.register_hook(functools.partial(_add_gradient, grads, key))
+        calls.append(ForwardCall(rows, tuple(m.training for m in modules), output, grads))
 
     def on_accumulated(param):
         latest[id(param)] = param.grad.detach().clone()
@@ -75,7 +86,7 @@ def capture_step(torch, model, optimizer, train_step, batch, *, batch_rows):
 
     from torch.optim.optimizer import register_optimizer_step_pre_hook
     scales = []
-    handles = [model.register_forward_pre_hook(on_forward, with_kwargs=True)]
+    handles = [model.register_forward_hook(on_forward, with_kwargs=True)]
     handles += [p.register_post_accumulate_grad_hook(on_accumulated) for p in params]
     handles.append(register_optimizer_step_pre_hook(on_step))
     error = None
@@ -92,8 +103,11 @@ def capture_step(torch, model, optimizer, train_step, batch, *, batch_rows):
             handle.remove()
     stepped = "vector" in applied
     after = flat(torch, params, latest) if stepped and latest else None
-    if after is not None and len(set(scales)) == 1:
-        after = after / scales[0]     # the loss a GradScaler scaled: its unscaled gradient
+    if len(set(scales)) == 1:     # the loss a GradScaler scaled: its unscaled gradients
+        after = None if after is None else after / scales[0]
+        for call in calls:
+            for key in call.output_grads:
+                call.output_grads[key] = call.output_grads[key] / scales[0]
     return StepCapture(
         applied=applied.get("vector"), after_backward=after,
         calls=tuple(calls), stepped=stepped, other_optimizer=applied.get("other", False),
@@ -122,6 +136,10 @@ def _scales_recorded(torch, scales):
         yield
     finally:
         scaler.scale = original
+
+
+def _add_gradient(grads, key, gradient):
+    grads[key] = grads[key] + gradient.detach() if key in grads else gradient.detach().clone()
 
 
 def trainable(model):

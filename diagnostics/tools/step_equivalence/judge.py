@@ -1,13 +1,14 @@
-"""What a step's gradient is, in terms of the batch's parts: pure functions on flat vectors.
+"""What a step's loss is, read at the model's outputs: pure functions on arrays.
 
-The step's gradient ``g`` is fitted as ``sum_k u_k g_k`` over the gradients ``g_k`` of the loss
-on each distinct part the step fed the model (least squares: exact, up to rounding, when the
-step is such a combination). The documented weights ``w_k`` are those that make the parts add
-up to the loss on the whole batch (fitted the same way from the whole batch's gradient: each
-part's share of the rows for a mean over rows, of the scored tokens for a mean over tokens).
-The pattern is read from ``u`` against ``w``: rows never fed or parts weighted 0 (dropped),
-a part fed twice or weighted double (twice), all parts weighted alike where their shares differ
-(weighted equally), ``u = c w`` (scaled by c).
+A step's backward passes send a gradient into each output the model returned; the objective,
+``loss_fn`` on the whole batch, has its own gradient at those same outputs (the rows of every
+call put together, each row once). Row by row, the step's gradient is ``s`` times the
+objective's when the step scores that row as the objective does up to a weight; ``R``, the
+sum of ``s`` over the calls that fed the row, is 1 for every row in a correct step. The
+pattern is read from ``R``: rows never fed or weighted 0 (dropped), rows weighted 2 (twice),
+one factor everywhere (scaled by c), and per call, parts whose mean losses are weighted alike
+where their shares of the objective differ (weighted equally). Judging at the outputs makes it
+exact whatever the model does with its batch (batch norm over micro-batches, dropout).
 """
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ class Part:
     """Rows of the batch the step fed the model together, ``times`` times."""
 
     rows: tuple[int, ...]
-    times: int
+    times: int = 1
 
     @property
     def label(self):
@@ -37,10 +38,10 @@ class Part:
 @dataclass(frozen=True)
 class Judgement:
     """``pattern``: None when the step computes the objective, else one of SCALED, EQUAL,
-    DROPPED, TWICE, OTHER. ``difference``: ||g - ref|| / ||ref||. ``factor``: the scale for
-    SCALED. ``weights``/``documented``: per part (``parts``), when the parts were fitted.
-    ``missing``: batch rows the step never fed the model; ``lost``/``doubled``: rows it fed
-    whose loss weighs 0 / twice its share in the step."""
+    DROPPED, TWICE, OTHER. ``difference``: relative difference from the objective's gradient.
+    ``factor``: the scale for SCALED. ``weights``/``documented``: per part (``parts``), the
+    step's weight on each part's mean loss and the objective's. ``missing``: batch rows the step
+    never fed the model; ``lost``/``doubled``: rows it fed whose loss weighs 0 / twice."""
 
     pattern: str | None
     difference: float
@@ -51,49 +52,39 @@ class Judgement:
     missing: tuple[int, ...] = ()
     lost: tuple[Part, ...] = ()
     doubled: tuple[Part, ...] = ()
+    at_outputs: bool = False      # judged at the model's outputs, not its parameters
 
 
 @dataclass(frozen=True)
-class Decomposition:
-    """The batch cut into atoms, the rows that the same parts hold (the missing rows, fed by
-    none, are one more): ``shares[p][a]``, how much of atom ``a``'s loss gradient part ``p``'s
-    holds; ``documented[a]``, the atom's weight in the whole batch's loss."""
+class CallGradients:
+    """One call of the model, seen at its outputs (one row per fed batch row, the output
+    entries flattened): ``step``, the gradient the step sent there; ``objective``, the whole
+    batch's loss gradient at those outputs; ``own``: its part's mean loss gradient there."""
 
-    atoms: tuple[Part, ...]
-    shares: np.ndarray
-    documented: np.ndarray
-
-    @property
-    def part_documented(self):
-        """Each part's weight in the whole batch's loss (its atoms', as it holds them)."""
-        return self.shares @ self.documented
+    rows: tuple[int, ...]
+    step: np.ndarray
+    objective: np.ndarray
+    own: np.ndarray | None
 
 
 def relative(a, b):
-    """||a - b|| / ||b|| (0 for two zero vectors, inf against a zero ``b``)."""
+    """||a - b|| / ||b|| (0 for two zero arrays, inf against a zero ``b``)."""
     scale = float(np.linalg.norm(b))
     gap = float(np.linalg.norm(a - b))
     return gap / scale if scale > 0 else (0.0 if gap == 0 else float("inf"))
 
 
-def fit(target, columns):
-    """``(weights, relative residual)`` of ``target ~ columns @ weights``."""
-    matrix = np.stack(columns, axis=1)
-    weights, *_ = np.linalg.lstsq(matrix, target, rcond=None)
-    return weights, relative(matrix @ weights, target)
-
-
 def scale_of(gradient, reference, tolerance):
     """The factor c with ``gradient = c * reference`` (within ``tolerance``), else None."""
-    norm = float(reference @ reference)
+    norm = float(np.vdot(reference, reference))
     if norm == 0:
         return None
-    factor = float(gradient @ reference) / norm
+    factor = float(np.vdot(gradient, reference)) / norm
     return factor if relative(gradient, factor * reference) <= tolerance else None
 
 
 def by_scale(gradient, reference, tolerance):
-    """A Judgement from the whole-batch gradient alone (the parts unknown)."""
+    """A Judgement from a gradient and the objective's alone (the parts unknown)."""
     difference = relative(gradient, reference)
     if difference <= tolerance:
         return Judgement(None, difference)
@@ -103,49 +94,125 @@ def by_scale(gradient, reference, tolerance):
     return Judgement(OTHER, difference)
 
 
-def by_parts(gradient, reference, parts, user_columns, decomposition, tolerance):
-    """A Judgement from the parts: ``user_columns[k]``, the loss's gradient on ``parts[k]`` in
-    the modes the step fed it; ``decomposition``, how the parts and the whole batch's loss are
-    made of the batch's atoms."""
-    difference = relative(gradient, reference)
-    weights, residual = fit(gradient, user_columns)
-    atoms = decomposition.atoms
-    found = dict(difference=difference, parts=tuple(parts), weights=tuple(map(float, weights)),
-                 documented=tuple(map(float, decomposition.part_documented)))
-    if residual > tolerance:
-        return Judgement(OTHER if difference > tolerance else None, **found)
+def at_outputs(calls, missing, size, tolerance):
+    """A Judgement from the calls' ``CallGradients``; ``missing``: the objective's gradient
+    at the outputs of the rows no call fed (``{row: vector}``); ``size``: the batch's rows."""
     close = 10 * tolerance
-    effective = weights @ decomposition.shares          # each atom's weight in the step
-    documented = decomposition.documented
-    fed = [atom.times > 0 for atom in atoms]
-    counted = [d != 0 and f for d, f in zip(documented, fed)]
-    ratios = np.array([e / d if c else np.nan for e, d, c in zip(effective, documented, counted)])
-    missing = tuple(row for atom, f in zip(atoms, fed) if not f for row in atom.rows)
-    scale = np.nanmax(np.abs(ratios)) if np.any(counted) else 0.0
-    lost = tuple(a for a, r, c in zip(atoms, ratios, counted) if c and abs(r) <= close * scale)
-    found.update(missing=missing, lost=lost)
-    if missing and any(d != 0 for d, f in zip(documented, fed) if not f) or lost:
-        return Judgement(DROPPED, **found)
-    ratios = ratios[np.array(counted)]
-    if _alike(ratios, close):
-        factor = float(np.mean(ratios))
+    largest = max([float(np.max(np.linalg.norm(c.objective, axis=1), initial=0)) for c in calls]
+                  + [float(np.linalg.norm(v)) for v in missing.values()] + [0.0])
+    if largest == 0:
+        return None
+    ratios, total = [], np.zeros(size)
+    scored = np.zeros(size, dtype=bool)
+    for call in calls:
+        ratio, fits = _row_ratios(call.step, call.objective, largest, close)
+        if not fits:
+            return _other(calls, missing)
+        ratios.append(ratio)
+        for row, value, target in zip(call.rows, ratio, call.objective):
+            total[row] += value
+            scored[row] |= bool(np.linalg.norm(target) > close * largest)
+    parts = _parts(calls)
+    found = dict(difference=_difference(calls, missing), parts=parts, at_outputs=True)
+    never = tuple(row for row, vector in sorted(missing.items())
+                  if np.linalg.norm(vector) > close * largest)
+    fed = np.zeros(size, dtype=bool)
+    for call in calls:
+        fed[list(call.rows)] = True
+    judged = scored & fed
+    values = total[judged]
+    if never or not values.size:
+        return Judgement(DROPPED, missing=never, **found)
+    scale = float(np.max(np.abs(values)))
+    lost_rows = [row for row in np.flatnonzero(judged) if abs(total[row]) <= close * scale]
+    if lost_rows:
+        return Judgement(DROPPED, lost=_runs(lost_rows), **found)
+    if _alike(values, close):
+        factor = float(np.mean(values))
         if abs(factor - 1) <= close:
             return Judgement(None, **found)
         return Judgement(SCALED, factor=factor, **found)
-    twice = [abs(r - 2) <= 2 * close for r in ratios]
-    once = [abs(r - 1) <= close for r in ratios]
-    if any(twice) and all(t or o for t, o in zip(twice, once)):
-        counted_atoms = [a for a, c in zip(atoms, counted) if c]
-        found["doubled"] = tuple(a for a, t in zip(counted_atoms, twice) if t)
-        return Judgement(TWICE, **found)
-    if _alike(weights, close) and not _alike(found["documented"], close):
-        return Judgement(EQUAL, **found)
+    twice, once = np.abs(values - 2) <= 2 * close, np.abs(values - 1) <= close
+    if twice.any() and np.all(twice | once):
+        doubled = [row for row in np.flatnonzero(judged) if abs(total[row] - 2) <= 2 * close]
+        return Judgement(TWICE, doubled=_runs(doubled), **found)
+    weighted = _part_weights(calls, ratios, largest, close)
+    if weighted is not None:
+        weights, documented = weighted
+        found.update(weights=tuple(weights), documented=tuple(documented))
+        if len(weights) > 1 and _alike(weights, close) and not _alike(documented, close):
+            return Judgement(EQUAL, **found)
     return Judgement(OTHER, **found)
+
+
+def _row_ratios(step, objective, largest, close):
+    """Per row, s with ``step = s * objective`` and whether every row fits such an s (a row
+    the objective does not score must get no gradient from the step either)."""
+    norms = np.einsum("ij,ij->i", objective, objective)
+    dots = np.einsum("ij,ij->i", step, objective)
+    ratio = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+    gap = np.linalg.norm(step - ratio[:, None] * objective, axis=1)
+    room = close * np.maximum(np.linalg.norm(step, axis=1), np.abs(ratio) * np.sqrt(norms))
+    return ratio, bool(np.all(gap <= room + close * largest))
+
+
+def _part_weights(calls, ratios, largest, close):
+    """Per distinct part, the step's weight on its mean loss and the objective's, when each
+    call weighs all its rows alike; None otherwise."""
+    weights, documented, seen = [], [], set()
+    for call, ratio in zip(calls, ratios):
+        if call.own is None or call.rows in seen:
+            continue
+        seen.add(call.rows)
+        rows = np.linalg.norm(call.objective, axis=1) > close * largest
+        if not rows.any() or not _alike(ratio[rows], close):
+            return None
+        share = scale_of(call.objective, call.own, close)
+        if share is None:
+            return None
+        weights.append(float(np.mean(ratio[rows])) * share)
+        documented.append(share)
+    return (weights, documented) if weights else None
+
+
+def _difference(calls, missing):
+    step = np.concatenate([c.step.reshape(-1) for c in calls]
+                          + [np.zeros(v.size) for v in missing.values()])
+    objective = [c.objective if c.rows not in {d.rows for d in calls[:i]} else 0 * c.objective
+                 for i, c in enumerate(calls)]
+    objective = np.concatenate([o.reshape(-1) for o in objective]
+                               + [v.reshape(-1) for v in missing.values()])
+    return relative(step, objective)
+
+
+def _other(calls, missing):
+    return Judgement(OTHER, _difference(calls, missing), parts=_parts(calls), at_outputs=True)
+
+
+def _parts(calls):
+    parts, times = [], {}
+    for call in calls:
+        if call.rows not in times:
+            parts.append(call.rows)
+        times[call.rows] = times.get(call.rows, 0) + 1
+    return tuple(Part(rows, times[rows]) for rows in parts)
+
+
+def _runs(rows):
+    """Sorted rows as Parts of consecutive runs."""
+    runs, start = [], None
+    for row in sorted(rows):
+        if start is None or row != runs[-1][-1] + 1:
+            runs.append([row])
+            start = row
+        else:
+            runs[-1].append(row)
+    return tuple(Part(tuple(run)) for run in runs)
 
 
 def _alike(values, tolerance):
     values = np.asarray(values, dtype=float)
-    if not np.all(np.isfinite(values)):
+    if not values.size or not np.all(np.isfinite(values)):
         return False
     middle = float(np.median(np.abs(values)))
     return middle > 0 and float(np.max(np.abs(values - values[0]))) <= tolerance * middle

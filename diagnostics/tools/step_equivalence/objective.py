@@ -7,7 +7,9 @@ copy, ``batch[perm]``), byte for byte.
 """
 import numpy as np
 
+from ... import outputs
 from .capture import flat, modes, trainable
+from .judge import CallGradients
 
 
 class Objective:
@@ -31,8 +33,7 @@ class Objective:
         index = None if rows is None else torch.as_tensor(rows, dtype=torch.long)
         torch.manual_seed(self.seed)
         with modes(self.model, flags), torch.enable_grad():
-            inputs = _take(torch, self.inputs, index, self.size)
-            output = self.model(**inputs) if isinstance(inputs, dict) else self.model(inputs)
+            output = self._forward(_take(torch, self.inputs, index, self.size))
             loss = self.loss_fn(output, _take(torch, self.targets, index, self.size))
             if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
                 raise ValueError(f"loss_fn returned {type(loss).__name__} of shape "
@@ -42,6 +43,74 @@ class Objective:
         for param in self.params:
             param.grad = None
         return gradient
+
+    def at_outputs(self, calls, flags):
+        """``(CallGradients per call, {missing row: objective's gradient there})`` for calls
+        whose rows are known, or None when their outputs cannot be put together into the whole
+        batch's (an entry not laid out by rows, a loss that fails on them)."""
+        torch, size = self.torch, self.size
+        keys = _batch_keys(torch, calls[0].output, len(calls[0].rows))
+        if not keys or any(_batch_keys(torch, c.output, len(c.rows)) != keys for c in calls):
+            return None
+        supplied = {}
+        for number, call in enumerate(calls):
+            for place, row in enumerate(call.rows):
+                supplied.setdefault(row, (number, place))
+        missing = [row for row in range(size) if row not in supplied]
+        extra = None
+        if missing:
+            with torch.no_grad(), modes(self.model, flags):
+                extra = self._forward(_take(torch, self.inputs, torch.as_tensor(missing), size))
+            if _batch_keys(torch, extra, len(missing)) != keys:
+                return None
+        offsets = np.cumsum([0] + [len(c.rows) for c in calls])
+        after = {row: int(offsets[-1]) + place for place, row in enumerate(missing)}
+        index = [int(offsets[supplied[row][0]]) + supplied[row][1] if row in supplied
+                 else after[row] for row in range(size)]
+        whole = {}
+        for key in keys:
+            pieces = [outputs.pick(c.output, key).detach() for c in calls]
+            if extra is not None:
+                pieces.append(outputs.pick(extra, key).detach())
+            whole[key] = torch.cat(pieces)[torch.as_tensor(index)]
+        gradient = self._output_gradient(calls[0].output, whole, self.targets)
+        if gradient is None:
+            return None
+        found, own = [], {}
+        for call in calls:
+            if call.rows not in own:
+                rows = torch.as_tensor(call.rows)
+                part = {key: outputs.pick(call.output, key).detach() for key in keys}
+                own[call.rows] = self._output_gradient(call.output, part,
+                                                       _take(torch, self.targets, rows, size))
+            step = np.concatenate([_rows(call.output_grads.get(key), outputs.pick(
+                call.output, key)) for key in keys], axis=1)
+            found.append(CallGradients(tuple(call.rows), step, gradient[list(call.rows)],
+                                       own[call.rows]))
+        return found, {row: gradient[row] for row in missing}
+
+    def _forward(self, inputs):
+        return self.model(**inputs) if isinstance(inputs, dict) else self.model(inputs)
+
+    def _output_gradient(self, structure, values, targets):
+        """loss_fn's gradient at ``values`` (by entry key, put into ``structure``), one row
+        per batch row; None when the loss fails there or is not a scalar."""
+        torch = self.torch
+        leaves = {key: value.clone().requires_grad_(True) for key, value in values.items()}
+        output = structure
+        for key, value in outputs.entries(structure):
+            output = outputs.replace(output, key, leaves[key] if key in leaves else (
+                value.detach() if isinstance(value, torch.Tensor) else value))
+        try:
+            with torch.enable_grad():
+                loss = self.loss_fn(output, targets)
+                if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                    return None
+                grads = torch.autograd.grad(loss.reshape(()), list(leaves.values()),
+                                            allow_unused=True)
+        except Exception:   # the user's loss on a structure it was not written for
+            return None
+        return np.concatenate([_rows(g, leaves[k]) for g, k in zip(grads, leaves)], axis=1)
 
     def rows(self, fed):
         """The batch rows ``fed`` holds, as a tuple of indices, or None."""
@@ -66,6 +135,21 @@ class Objective:
             rows.append(indices[min(taken, len(indices) - 1)])
             used[row] = taken + 1
         return tuple(rows)
+
+
+def _batch_keys(torch, output, count):
+    """The floating tensor entries of ``output`` laid out by the rows fed (first axis)."""
+    return tuple(key for key, value in outputs.entries(output)
+                 if isinstance(value, torch.Tensor) and value.is_floating_point()
+                 and value.dim() >= 1 and value.shape[0] == count)
+
+
+def _rows(gradient, like):
+    """``gradient`` (None: zeros like ``like``) as a float64 array of one row per batch row."""
+    if gradient is None:
+        return np.zeros((like.shape[0], max(1, like[0].numel())))
+    array = gradient.detach().double().cpu().numpy()
+    return array.reshape(array.shape[0], -1)
 
 
 def _view_rows(fed, whole):

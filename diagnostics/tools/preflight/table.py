@@ -24,6 +24,8 @@ ITEMS: tuple[Item, ...] = (
     Item("overfit one batch", training.overfit, needs=(Fact.LOSS, Fact.OPTIMIZER)),
     Item("training steps", training.training_steps, needs=(Fact.LOSS, Fact.OPTIMIZER),
          unknown_if_it_raises=MappingProxyType({Fact.WATCHED: "the training steps failed"})),
+    Item("step equivalence", training.step_equivalence, needs=(Fact.LOSS,),
+         raiser="train_step", applies=lambda run: run.train_step is not None),
     Item("activations", monitored.activations, needs=(Fact.WATCHED,)),
     Item("gradient flow", monitored.gradient_flow, needs=(Fact.WATCHED,)),
     Item("stale gradients", monitored.stale_gradients, needs=(Fact.WATCHED,)),

@@ -1,6 +1,7 @@
 """Items that train: overfit one batch (OVERFIT_FAILED, with the default Adam as a second
-opinion on a slow optimizer), and a few steps under a ``Monitor`` with the loss going down
-(LOSS_DIVERGING, LOSS_PLATEAU); the Monitor's findings become ``Facts.watched``."""
+opinion on a slow optimizer), a few steps under a ``Monitor`` with the loss going down
+(LOSS_DIVERGING, LOSS_PLATEAU; the Monitor's findings become ``Facts.watched``), and the
+user's ``train_step`` against loss_fn's gradient on the batch (STEP_NOT_OBJECTIVE)."""
 from __future__ import annotations
 
 import math
@@ -13,7 +14,8 @@ from ..contexts import eval_mode
 from ..overfit import DEFAULT_LR
 from .context import Run
 from .monitored import CLAIMED_CODES
-from .report import FAIL, SKIP, Outcome, failed, judged, passed, skipped, status_of
+from ..step_equivalence import check_step_equivalence
+from .report import FAIL, SKIP, Outcome, failed, first_line, judged, passed, skipped, status_of
 
 TRAIN_STEPS = 8           # steps watched by the Monitor
 OVERFIT_STEPS = 200
@@ -128,3 +130,25 @@ def _slow_optimizer_finding(result, fallback, optimizer) -> Finding:
         {"initial_loss": result.initial_loss, "final_loss": result.final_loss,
          "steps": result.max_steps, "learning_rates": T.base_rates(optimizer),
          "adam_steps": fallback.steps, "adam_final_loss": fallback.final_loss})
+
+
+def step_equivalence(run: Run) -> Outcome:
+    """``check_step_equivalence`` on the batch: does ``train_step`` apply loss_fn's gradient
+    on the whole batch (accumulation, normalisation, rows fed)?"""
+    if run.train_step is None:
+        return skipped("give train_step to check that it applies loss_fn's gradient")
+    if run.backend.name != "torch":
+        return skipped("reads the gradient at a torch optimizer's step")
+    inputs = run.batch.inputs
+    if isinstance(inputs, tuple):
+        return skipped("a model of several positional inputs: give them as a dict of keywords")
+    result = check_step_equivalence(run.backend.model, run.batch.loss_fn, inputs,
+                                    run.batch.targets, train_step=run.train_step,
+                                    optimizer=run.optimizer)
+    alarms = [finding for finding in result if finding.is_alarm]
+    if alarms:
+        return judged(first_line(alarms[0]), alarms)
+    verdict = result[0]
+    if verdict.message.startswith("not judged"):
+        return skipped(verdict.message.removeprefix("not judged: "), [verdict])
+    return passed(verdict.message, [verdict])

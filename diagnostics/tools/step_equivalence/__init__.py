@@ -120,7 +120,8 @@ def _attempt(torch, model, optimizer, loss_fn, inputs, targets, *, key, train_st
                           seed=seed)
     torch.manual_seed(seed)
     capture = capture_step(torch, copied, copied_optimizer, train_step,
-                           (batch_inputs, batch_targets), batch_rows=objective.rows)
+                           (batch_inputs, batch_targets), batch_rows=objective.rows,
+                           keywords=tuple(batch_inputs) if isinstance(batch_inputs, dict) else ())
     if capture.error == NO_STEP:
         return [Finding("STEP_NOT_OBJECTIVE", "warning", "train_step", NO_STEP,
                         suggestion="call optimizer.step() (or scaler.step(optimizer)) once "
@@ -140,12 +141,22 @@ def _judge(torch, model, objective, capture, tolerance, precision):
     flags = capture.calls[0].modes if capture.calls else tuple(m.training
                                                                for m in model.modules())
     evidence = {"precision": precision}
+    if any(call.low_precision for call in capture.calls):    # autocast: its own rounding
+        tolerance = max(tolerance, TOLERANCE["bfloat16"])
+        evidence["precision"] = f"{precision} under autocast"
     applied, clipping = _before_clipping(capture, tolerance)
     at_outputs = _at_outputs(objective, capture, flags, tolerance)
     if at_outputs is not None and at_outputs.pattern is not None:
         return [_finding(at_outputs, (), clipping, evidence)]
     if at_outputs is not None and _normalises_batches(torch, model, flags):
-        return [_matches(at_outputs.difference, clipping, evidence, batch_norm=True)]
+        return [_matches(at_outputs.difference, clipping, evidence,
+                         why="batch-norm layers normalise each micro-batch over its own rows, "
+                             "by design")]
+    if at_outputs is not None and any(call.extra_inputs for call in capture.calls):
+        return [_matches(at_outputs.difference, clipping, evidence,
+                         why="train_step feeds the model more than the batch (a carried "
+                             "state, say), so its parameters' gradient is not compared with "
+                             "loss_fn(model(inputs))'s")]
     reference = objective.gradient(None, flags)
     if not np.any(reference):
         return [_not_judged("loss_fn's gradient on the whole batch is zero everywhere")]
@@ -259,12 +270,12 @@ def _numbers(values):
     return shown + (", ..." if len(values) > 6 else "")
 
 
-def _matches(difference, clipping, evidence, batch_norm=False):
+def _matches(difference, clipping, evidence, why=None):
     text = (f"train_step's gradient is the gradient of loss_fn on the whole batch (relative "
             f"difference {difference:.2g})")
-    if batch_norm:
-        text = ("train_step's micro-batches are weighted as the whole batch's loss weighs them "
-                "(batch-norm layers normalise each micro-batch over its own rows, by design)")
+    if why:
+        text = (f"train_step's loss weighs the model's outputs as loss_fn on the whole batch "
+                f"does (relative difference {difference:.2g} at the outputs; {why})")
     if clipping:
         text += f"; then {clipping}"
     return Finding("STEP_NOT_OBJECTIVE", "info", "train_step", text,

@@ -37,6 +37,9 @@ class ForwardCall:
     modes: tuple[bool, ...]
     output: object
     output_grads: dict
+    upstream: frozenset = frozenset()   # entries computed from by another entry (features)
+    extra_inputs: bool = False          # fed more than the batch (a carried hidden state)
+    low_precision: bool = False         # under autocast, or half-precision outputs
 
 
 @dataclass(frozen=True)
@@ -54,9 +57,10 @@ class StepCapture:
     error: str | None
 
 
-def capture_step(torch, model, optimizer, train_step, batch, *, batch_rows):
+def capture_step(torch, model, optimizer, train_step, batch, *, batch_rows, keywords=()):
     """A ``StepCapture`` of ``train_step(model, batch, optimizer)``; ``batch_rows(tensor)``
-    says which rows of the batch a fed tensor holds (None if it does not hold rows of it)."""
+    says which rows of the batch a fed tensor holds (None if it does not hold rows of it);
+    ``keywords``: the batch's keyword inputs (a dict batch), which are not extra inputs."""
     params = trainable(model)
     calls, latest, applied = [], {}, {}
     modules = list(model.modules())
@@ -65,11 +69,17 @@ def capture_step(torch, model, optimizer, train_step, batch, *, batch_rows):
         fed = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
         fed = kwargs.get("input_ids", fed)
         rows = None if fed is None else batch_rows(fed)
-        grads = {}
+        grads, tensors = {}, {}
         for key, value in outputs.entries(output):
             if isinstance(value, torch.Tensor) and value.requires_grad:
                 value.register_hook(functools.partial(_add_gradient, grads, key))
-        calls.append(ForwardCall(rows, tuple(m.training for m in modules), output, grads))
+                tensors[key] = value
+        extra = (len([a for a in args if a is not None]) > (0 if keywords else 1)
+                 or any(v is not None for k, v in kwargs.items() if k not in keywords))
+        low = _autocasting(torch) or any(t.dtype in (torch.float16, torch.bfloat16)
+                                         for t in tensors.values())
+        calls.append(ForwardCall(rows, tuple(m.training for m in modules), output, grads,
+                                 _upstream(tensors), extra, low))
 
     def on_accumulated(param):
         latest[id(param)] = param.grad.detach().clone()
@@ -136,6 +146,33 @@ def _scales_recorded(torch, scales):
         yield
     finally:
         scaler.scale = original
+
+
+def _autocasting(torch):
+    try:
+        return any(torch.is_autocast_enabled(device) for device in ("cpu", "cuda"))
+    except (TypeError, RuntimeError):     # an older signature
+        return bool(torch.is_autocast_enabled())
+
+
+def _upstream(tensors, limit=100_000):
+    """The keys of output entries that another entry is computed from (an encoder's features
+    beside the logits made of them): the gradient they receive is not the loss's alone."""
+    nodes = {key: value.grad_fn for key, value in tensors.items() if value.grad_fn is not None}
+    found = set()
+    for key, start in nodes.items():
+        others = {id(node): other for other, node in nodes.items() if other != key}
+        seen, stack = set(), [start]
+        while stack and len(seen) < limit and others:
+            node = stack.pop()
+            for parent, _ in getattr(node, "next_functions", ()):
+                if parent is None or id(parent) in seen:
+                    continue
+                seen.add(id(parent))
+                if id(parent) in others:
+                    found.add(others.pop(id(parent)))
+                stack.append(parent)
+    return frozenset(found)
 
 
 def _add_gradient(grads, key, gradient):

@@ -52,6 +52,10 @@ class Objective:
         keys = _batch_keys(torch, calls[0].output, len(calls[0].rows))
         if not keys or any(_batch_keys(torch, c.output, len(c.rows)) != keys for c in calls):
             return None
+        upstream = frozenset().union(*(c.upstream for c in calls))
+        judged = tuple(key for key in keys if key not in upstream)
+        if not judged:
+            return None
         supplied = {}
         for number, call in enumerate(calls):
             for place, row in enumerate(call.rows):
@@ -73,7 +77,7 @@ class Objective:
             if extra is not None:
                 pieces.append(outputs.pick(extra, key).detach())
             whole[key] = torch.cat(pieces)[torch.as_tensor(index)]
-        gradient = self._output_gradient(calls[0].output, whole, self.targets)
+        gradient = self._output_gradient(calls[0].output, whole, self.targets, judged)
         if gradient is None:
             return None
         found, own = [], {}
@@ -81,10 +85,10 @@ class Objective:
             if call.rows not in own:
                 rows = torch.as_tensor(call.rows)
                 part = {key: outputs.pick(call.output, key).detach() for key in keys}
-                own[call.rows] = self._output_gradient(call.output, part,
-                                                       _take(torch, self.targets, rows, size))
+                own[call.rows] = self._output_gradient(
+                    call.output, part, _take(torch, self.targets, rows, size), judged)
             step = np.concatenate([_rows(call.output_grads.get(key), outputs.pick(
-                call.output, key)) for key in keys], axis=1)
+                call.output, key)) for key in judged], axis=1)
             found.append(CallGradients(tuple(call.rows), step, gradient[list(call.rows)],
                                        own[call.rows]))
         return found, {row: gradient[row] for row in missing}
@@ -92,9 +96,10 @@ class Objective:
     def _forward(self, inputs):
         return self.model(**inputs) if isinstance(inputs, dict) else self.model(inputs)
 
-    def _output_gradient(self, structure, values, targets):
-        """loss_fn's gradient at ``values`` (by entry key, put into ``structure``), one row
-        per batch row; None when the loss fails there or is not a scalar."""
+    def _output_gradient(self, structure, values, targets, judged):
+        """loss_fn's gradient at ``values`` (by entry key, put into ``structure``) on the
+        ``judged`` entries, one row per batch row; None when the loss fails there or is not a
+        scalar."""
         torch = self.torch
         leaves = {key: value.clone().requires_grad_(True) for key, value in values.items()}
         output = structure
@@ -110,7 +115,8 @@ class Objective:
                                             allow_unused=True)
         except Exception:   # the user's loss on a structure it was not written for
             return None
-        return np.concatenate([_rows(g, leaves[k]) for g, k in zip(grads, leaves)], axis=1)
+        grads = dict(zip(leaves, grads))
+        return np.concatenate([_rows(grads[k], leaves[k]) for k in judged], axis=1)
 
     def rows(self, fed):
         """The batch rows ``fed`` holds, as a tuple of indices, or None."""

@@ -14,7 +14,7 @@ import numpy as np
 from ..label_checks import check_batch_label_order
 from .near_duplicates import near_duplicate_findings
 from .one_sided import one_sided_findings
-from .read import Split, is_dataloader, is_map_dataset, read_split
+from .read import Split, is_dataloader, is_iterable_dataset, is_map_dataset, read_split
 from .rows import rows_findings
 from .shift import shift_findings
 
@@ -34,10 +34,10 @@ class Read:
 
 
 def is_pipeline(value):
-    """A DataLoader over a map-style Dataset, or such a Dataset."""
+    """A DataLoader over a Dataset, a map-style Dataset, or an IterableDataset."""
     if is_dataloader(value):
-        return is_map_dataset(value.dataset)
-    return is_map_dataset(value)
+        return is_map_dataset(value.dataset) or is_iterable_dataset(value.dataset)
+    return is_map_dataset(value) or is_iterable_dataset(value)
 
 
 def read_pipeline(source, *, budget, name, seed=0):

@@ -144,13 +144,32 @@ def _judge(a1, a2, b1, b2, kind):
     candidates = _candidates(kind, a1.shape)
     input_fits = [c for c in candidates if _fits(a1, a2, *c, kind, exact_a)]
     if not input_fits:
-        return None
+        return _rearranged(a1, a2, b1, b2) if kind == "sequence" and exact_a else None
     if any(_fits(b1, b2, *c, kind, exact_b) for c in input_fits):
         return True
     target_fits = [c for c in candidates if _fits(b1, b2, *c, kind, exact_b)]
     if not target_fits:
         return None
     return _words(input_fits[0], kind), _words(target_fits[0], kind)
+
+
+def _rearranged(a1, a2, b1, b2):
+    """Positions permuted (a word-order shuffle): each draw's input and target hold the same
+    values as the other's; a joint permutation keeps every (input, target) pair, two
+    independent ones break them."""
+    def multiset(rows):
+        values, counts = np.unique(rows, axis=0, return_counts=True)
+        return values.tobytes(), counts.tobytes()
+
+    if multiset(a1) != multiset(a2) or multiset(b1) != multiset(b2):
+        return None
+    pairs1 = np.concatenate([a1, b1.astype(a1.dtype)], axis=1)
+    pairs2 = np.concatenate([a2, b2.astype(a2.dtype)], axis=1)
+    if multiset(pairs1) == multiset(pairs2):
+        return True
+    moved = "rearranged" if not np.array_equal(b1, b2) else "unchanged"
+    return "rearranged (positions permuted)", (
+        "rearranged by another permutation" if moved == "rearranged" else "unchanged")
 
 
 def _words(candidate, kind):

@@ -18,6 +18,7 @@ Nothing the user owns changes: the global torch, NumPy and Python random states,
 samplers' and the dataset's own generators are put back as they were (``preserved_rng``).
 """
 import random
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -31,6 +32,7 @@ STREAM_BATCHES = 16     # runs of the pass read in order (label order), spread o
 STREAM_BATCH = 32       # their length without a loader's batch size (at most 256)
 MAX_ERRORS = 8          # exceptions quoted before reading stops
 MAX_PASS_INDICES = 10_000_000   # a sampler longer than this is not listed
+ITERABLE_PASS = 8       # an IterableDataset's pass is followed for this many budgets
 X_KEYS = ("pixel_values", "input_ids", "image", "images", "img", "x", "input", "inputs",
           "data", "features", "audio", "input_values")
 Y_KEYS = ("labels", "label", "target", "targets", "y", "mask", "masks", "segmentation",
@@ -55,6 +57,10 @@ class Split:
     repeats: list = field(default_factory=list)   # (index, x1, y1, x2, y2)
     errors: list = field(default_factory=list)    # (index, "ExcType: message")
     stream_batches: list = field(default_factory=list)   # consecutive runs of the pass
+    iterable: bool = False             # an IterableDataset: one pass iterated, not indexed
+    pass_complete: bool = False        # ... to its end
+    yielded: int = 0                   # ... examples it yielded
+    distinct_yielded: int = 0          # ... distinct ones among them (by content)
     batches_in_pass: int | None = None
 
 
@@ -66,8 +72,16 @@ def is_dataloader(value):
 def is_map_dataset(value):
     if isinstance(value, (list, tuple, str, bytes, dict)) or numpy_of(value) is not None:
         return False
+    if is_iterable_dataset(value):
+        return False
     return callable(getattr(value, "__getitem__", None)) and callable(
         getattr(value, "__len__", None))
+
+
+def is_iterable_dataset(value):
+    """A torch ``IterableDataset`` (examples by iteration only)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.utils.data.IterableDataset)
 
 
 def read_split(source, *, budget, seed, name):
@@ -75,20 +89,72 @@ def read_split(source, *, budget, seed, name):
     loader = source if is_dataloader(source) else None
     dataset = source.dataset if loader is not None else source
     rng = np.random.default_rng(seed)
+    collate = _custom_collate(loader)
     with preserved_rng(loader, dataset):
+        if is_iterable_dataset(dataset):
+            return _read_iterable(dataset, budget, name)
         split = _describe(loader, dataset, name)
         if split.length is None:
             return split
         order = _reading_order(split, budget, rng)
+        group = max(1, min(split.batch_size or STREAM_BATCH, 256)) if collate else 1
         with progress_bar(len(order) + REPEATS, desc=f"validate_data: reading {name}") as bar:
-            for index in order:
+            for start in range(0, len(order), group):
                 if len(split.errors) >= MAX_ERRORS:
                     break
-                _read_one(dataset, int(index), split)
-                bar.update()
-            _read_repeats(dataset, split, rng)
+                _read_group(dataset, [int(i) for i in order[start:start + group]], split,
+                            collate)
+                bar.update(min(group, len(order) - start))
+            _read_repeats(dataset, split, rng, collate)
             bar.update(REPEATS)
     return split
+
+
+def _custom_collate(loader):
+    """The loader's collate_fn when it is the user's own (the default one changes nothing
+    the checks read)."""
+    if loader is None:
+        return None
+    collate = getattr(loader, "collate_fn", None)
+    if collate is None or getattr(collate, "__name__", "") in ("default_collate",
+                                                               "default_convert"):
+        return None
+    return collate
+
+
+def _read_iterable(dataset, budget, name):
+    """One pass of an IterableDataset: its first ``budget`` examples kept, every example of
+    the pass (up to ``ITERABLE_PASS`` budgets) counted and hashed."""
+    try:
+        length = len(dataset)
+    except Exception:
+        length = None
+    split = Split(name=name, length=length, pass_indices=None, iterable=True)
+    hashes = set()
+    cap = ITERABLE_PASS * budget
+    try:
+        for position, item in enumerate(dataset):
+            if position >= cap:
+                split.pass_complete = False
+                break
+            x, y = split_item(item)
+            hashes.add(_digest(x, y))
+            split.yielded += 1
+            if len(split.xs) < budget:
+                split.indices.append(position)
+                split.xs.append(x)
+                split.ys.append(y)
+        else:
+            split.pass_complete = True
+    except Exception as error:
+        split.errors.append((split.yielded, f"{type(error).__name__}: {error}"))
+    split.distinct_yielded = len(hashes)
+    return split
+
+
+def _digest(x, y):
+    parts = [b"" if a is None else (str(a.shape).encode() + a.tobytes()) for a in (x, y)]
+    return hash(parts[0] + b"|" + parts[1])
 
 
 def _describe(loader, dataset, name):
@@ -184,30 +250,62 @@ def _reading_order(split, budget, rng):
     return order
 
 
-def _read_one(dataset, index, split):
+def _read_group(dataset, indices, split, collate):
+    """Read ``indices`` (through ``collate`` as one batch, then split into examples); an
+    exception of the user's code is recorded, not raised."""
+    items = []
+    for index in indices:
+        try:
+            items.append((index, dataset[index]))
+        except Exception as error:   # the user's code raised: a finding, not a traceback
+            split.errors.append((index, f"{type(error).__name__}: {error}"))
+    if not items:
+        return
     try:
-        x, y = split_item(dataset[index])
-    except Exception as error:   # the user's code raised: a finding, not a traceback
-        split.errors.append((index, f"{type(error).__name__}: {error}"))
-        return None
-    split.indices.append(index)
-    split.xs.append(x)
-    split.ys.append(y)
-    return x, y
+        examples = (unbatch(collate([item for _, item in items]), len(items)) if collate
+                    else [item for _, item in items])
+        pairs = [split_item(example) for example in examples]
+    except Exception as error:
+        split.errors.append((items[0][0], f"{type(error).__name__} in collate_fn: {error}"))
+        return
+    for (index, _), (x, y) in zip(items, pairs):
+        split.indices.append(index)
+        split.xs.append(x)
+        split.ys.append(y)
 
 
-def _read_repeats(dataset, split, rng):
+def _read_repeats(dataset, split, rng, collate=None):
     if not split.indices:
         return
     picks = rng.choice(len(split.indices), size=min(REPEATS, len(split.indices)), replace=False)
     for pick in picks:
         index = split.indices[int(pick)]
         try:
-            x2, y2 = split_item(dataset[index])
+            item = dataset[index]
+            x2, y2 = split_item(unbatch(collate([item]), 1)[0] if collate else item)
         except Exception as error:
             split.errors.append((index, f"{type(error).__name__}: {error}"))
             continue
         split.repeats.append((index, split.xs[int(pick)], split.ys[int(pick)], x2, y2))
+
+
+def unbatch(batch, count):
+    """The ``count`` examples of a collated batch (arrays/tensors split on their first axis,
+    tuples, lists and dicts of them element by element)."""
+    if isinstance(batch, dict):
+        parts = {k: unbatch(v, count) for k, v in batch.items()}
+        return [{k: parts[k][i] for k in parts} for i in range(count)]
+    if isinstance(batch, (tuple, list)):
+        if len(batch) == count and not any(isinstance(v, (tuple, list, dict)) for v in batch) \
+                and not all(numpy_of(v) is not None and getattr(v, "ndim", 0) > 0
+                            and len(v) == count for v in batch):
+            return list(batch)     # a list with one entry per example
+        parts = [unbatch(v, count) for v in batch]
+        return [tuple(part[i] for part in parts) for i in range(count)]
+    array = numpy_of(batch)
+    if array is not None and array.ndim > 0 and len(array) == count:
+        return [array[i] for i in range(count)]
+    return [batch] * count
 
 
 def split_item(item):
@@ -222,6 +320,14 @@ def split_item(item):
             y = next(v for v in values if v is not x)
         return _array(x), _array(y)
     if isinstance(item, (tuple, list)) and not _is_number_list(item):
+        if len(item) > 2:      # (inputs..., target): the measured inputs side by side
+            inputs = [_array(v) for v in item[:-1]]
+            if all(v is not None for v in inputs):
+                floats = [v for v in inputs if v.dtype.kind == "f"] or inputs
+                if len(floats) == 1:
+                    return floats[0], _array(item[-1])
+                flat = np.concatenate([v.reshape(-1).astype(np.float64) for v in floats])
+                return flat, _array(item[-1])
         return _array(item[0]), (_array(item[1]) if len(item) > 1 else None)
     return _array(item), None
 

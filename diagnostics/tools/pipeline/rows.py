@@ -32,8 +32,11 @@ def rows_findings(split, dataset, *, other_dataset=None):
     """PIPELINE_ROWS_MISSING findings of one split (``dataset``: the Dataset it read;
     ``other_dataset``: the other split's, which may read the storage's tail on purpose)."""
     findings = list(_reading_errors(split))
+    if split.iterable:
+        return findings + _iterable_rows(split)
     findings.extend(_sampler_rows(split))
-    findings.extend(_content_duplicates(split))
+    sizes = [size for _, size, _ in _columns(dataset)]
+    findings.extend(_content_duplicates(split, max(sizes) if sizes else None))
     findings.extend(_length_vs_storage(dataset, split, other_dataset))
     return findings
 
@@ -107,16 +110,52 @@ def _sampler_rows(split):
                      "example_missing": missing[:EXAMPLES], "where": "sampler"})]
 
 
+def _iterable_rows(split):
+    """An IterableDataset's pass: fewer examples than its ``__len__``, or repeats."""
+    if not split.pass_complete or split.errors:
+        return []
+    distinct, yielded, length = split.distinct_yielded, split.yielded, split.length
+    short = length is not None and distinct < length
+    repeated = distinct < yielded and _judgeable(split.xs)
+    if not (short or repeated):
+        return []
+    source = length if length is not None else yielded
+    parts = [f"its iteration ended after {yielded} examples"]
+    if length is not None:
+        parts.append(f"len(dataset) is {length}")
+    if distinct < yielded:
+        parts.append(f"{yielded - distinct} of them repeat another")
+    return [Finding(
+        "PIPELINE_ROWS_MISSING", "warning", "data",
+        _message(split, distinct, "; ".join(parts), source),
+        "make one pass of __iter__ yield every example once (drain a shuffle buffer at the "
+        "end; give each worker its own share)",
+        {"distinct": distinct, "source": source, "yielded": yielded, "where": "__iter__"})]
+
+
+def _judgeable(xs):
+    """Examples that cannot be equal by nature: at least ``MIN_VALUES`` values, or floats
+    that are not all whole numbers (measurements)."""
+    if not xs or xs[0] is None:
+        return False
+    first = xs[0]
+    return first.size >= MIN_VALUES or (
+        first.dtype.kind == "f" and not np.array_equal(first, np.round(first)))
+
+
 def _counts(passed, indices):
     values, counts = np.unique(passed, return_counts=True)
     lookup = dict(zip(values.tolist(), counts.tolist()))
     return np.array([lookup.get(int(i), 0) for i in np.unique(indices)])
 
 
-def _content_duplicates(split):
-    """Distinct indices that yield the same example (within the augmentation noise)."""
+def _content_duplicates(split, storage=None):
+    """Distinct indices that yield the same example (within the augmentation noise); or one
+    stored example mirrored or turned at neighbouring indices (deterministic views, by design
+    when every stored example is served: judged only against ``storage``, the length of the
+    dataset's longest per-example storage)."""
     indices, xs = split.indices, split.xs
-    if len(indices) < 8 or not _stackable(xs) or xs[0].size < MIN_VALUES:
+    if len(indices) < 8 or not _stackable(xs) or not _judgeable(xs):
         return []
     rows = np.stack([x.reshape(-1) for x in xs]).astype(np.float64)
     ys = split.ys
@@ -128,6 +167,15 @@ def _content_duplicates(split):
     if twins is None:
         return []
     twinned, pairs = twins
+    source = split.length
+    views = ""
+    if len(twinned) / len(indices) < DUPLICATE_SHARE:
+        turned = _turned_twins(split)
+        served = split.length * _groups(len(indices), turned) / len(indices)
+        if not turned or storage is None or served >= (1 - DUPLICATE_SHARE) * storage:
+            return []
+        twinned, pairs, source = sorted({i for pair in turned for i in pair}), turned, storage
+        views = " (one stored example mirrored or turned at neighbouring indices)"
     share = len(twinned) / len(indices)
     if share < DUPLICATE_SHARE or len(pairs) < 3:
         return []
@@ -136,17 +184,47 @@ def _content_duplicates(split):
     # distinct examples in the pass, extrapolated from the share of indices read with a twin
     groups = _groups(len(indices), pairs)
     distinct = int(round(split.length * groups / len(indices)))
-    noisy = " (equal up to the dataset's own augmentation noise)" if noise > 0 else ""
+    noisy = " (equal up to the dataset's own augmentation noise)" if noise > 0 else views
     return [Finding(
         "PIPELINE_ROWS_MISSING", "warning", "data",
         _message(split, distinct, f"of {len(indices)} indices read, {len(twinned)} yield the "
                  f"same example as another index{noisy}, e.g. indices {pair_text}; the other "
-                 f"rows of the source are never read"),
+                 f"rows of the source are never read", source),
         _fix(),
-        {"distinct": distinct, "source": split.length, "indices_read": len(indices),
+        {"distinct": distinct, "source": source, "indices_read": len(indices),
          "indices_with_twin": len(twinned), "example_pairs": [[int(index[a]), int(index[b])]
                                                              for a, b in pairs[:EXAMPLES]],
          "reread_distance": noise, "where": "__getitem__"})]
+
+
+def _turned_twins(split):
+    """Pairs of neighbouring indices whose inputs are one image mirrored or turned (or one
+    sequence reversed), with equal targets: one example served twice (``idx // 2`` with a
+    flip on odd indices)."""
+    pairs = []
+    for a in range(len(split.indices) - 1):
+        if split.indices[a + 1] != split.indices[a] + 1:
+            continue
+        x1, x2, y1, y2 = split.xs[a], split.xs[a + 1], split.ys[a], split.ys[a + 1]
+        if x1 is None or x2 is None or x1.shape != x2.shape or x1.ndim == 0:
+            continue
+        if (y1 is None) != (y2 is None) or (y1 is not None and not np.array_equal(y1, y2)):
+            continue
+        if np.array_equal(x1, x2):
+            continue
+        if any(np.array_equal(variant, x2) for variant in _variants(x1)):
+            pairs.append((a, a + 1))
+    return pairs
+
+
+def _variants(x):
+    if x.ndim >= 2 and min(x.shape[-2:]) >= 4:
+        for k in range(4):
+            turned = np.rot90(x, k, axes=(-2, -1))
+            yield turned
+            yield turned[..., ::-1]
+    elif x.ndim == 1 and x.size >= MIN_VALUES:
+        yield x[::-1]
 
 
 def _stackable(arrays):

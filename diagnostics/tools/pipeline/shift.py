@@ -25,6 +25,8 @@ Z_LIMIT = 6.0           # differences this many noise SDs away count
 LOCATION_LIMIT = 0.5    # a location moved by this many spreads
 SCALE_LIMIT = 1.5       # a spread this many times larger or smaller
 EXAMPLES = 5
+CHANNELS = 16           # a 2-D example with a side this short is (channels, time) or (time,
+                        # features); otherwise an image of one channel
 
 
 def channel_statistics(x):
@@ -34,9 +36,12 @@ def channel_statistics(x):
         return x.reshape(n, 1).astype(np.float64), None, "feature"
     if x.ndim == 2:
         return x.astype(np.float64), None, "feature"
-    if x.ndim == 3 and x.shape[1] > x.shape[2]:      # (T, F) sequences of features
+    if x.ndim == 3 and x.shape[1] > x.shape[2] and x.shape[2] <= CHANNELS:   # (T, F)
         values = x.astype(np.float64)
         return values.mean(axis=1), values.std(axis=1), "feature"
+    if x.ndim == 3 and x.shape[1] < x.shape[2] and x.shape[1] <= CHANNELS:   # (C, T)
+        values = x.astype(np.float64)
+        return values.mean(axis=2), values.std(axis=2), "channel"
     if x.ndim == 3:                                    # (H, W) images: one channel
         values = x.reshape(n, 1, -1).astype(np.float64)
         return values.mean(axis=2), values.std(axis=2), "channel"

@@ -48,13 +48,10 @@ def _by_distance(train_x, test_x, exact_test_rows):
         return []
     if not (np.isfinite(train).all() and np.isfinite(test).all()):
         return []
-    projection = _projection(train.shape[1])
-    ptrain, ptest = train @ projection, test @ projection
-    reference = float(np.median(_kth_distances(ptrain, REFERENCE_K)))
+    reference = distinct_scale(train)
     if reference <= 0:
         return []
-    nearest = _nearest(ptrain, ptest)
-    distance = np.sqrt(np.sum((test - train[nearest]) ** 2, axis=1))
+    nearest, distance = nearest_rows(train, test)
     exact = set(int(r) for r in exact_test_rows)
     near = np.array([j for j in np.flatnonzero((distance < NEAR_SHARE * reference)
                                                 & (distance > 0)) if j not in exact], dtype=int)
@@ -162,6 +159,22 @@ def _find_run(sequence, run):
     return flat[:0]
 
 
+def distinct_scale(rows):
+    """The median distance from each row to its ``REFERENCE_K``-th nearest other row."""
+    projected = rows @ _projection(rows.shape[1])
+    return float(np.median(_kth_distances(projected, REFERENCE_K)))
+
+
+def nearest_rows(rows, queries=None):
+    """``(index, exact distance)`` of each query's nearest row (found in a projection to at
+    most ``PROJECTED`` dimensions); without ``queries``, each row's nearest other row."""
+    projection = _projection(rows.shape[1])
+    same = queries is None
+    queries = rows if same else queries
+    best = _nearest(rows @ projection, queries @ projection, exclude_self=same)
+    return best, np.sqrt(np.sum((queries - rows[best]) ** 2, axis=1))
+
+
 def _projection(dims):
     if dims <= PROJECTED:
         return np.eye(dims)
@@ -182,8 +195,11 @@ def _kth_distances(rows, k, block=1024):
     return out
 
 
-def _nearest(rows, queries, block=1024):
+def _nearest(rows, queries, *, exclude_self=False, block=1024):
     best = np.empty(len(queries), dtype=np.int64)
     for start in range(0, len(queries), block):
-        best[start:start + block] = np.argmin(_squared(queries[start:start + block], rows), axis=1)
+        d2 = _squared(queries[start:start + block], rows)
+        if exclude_self:
+            d2[np.arange(len(d2)), np.arange(start, start + len(d2))] = np.inf
+        best[start:start + block] = np.argmin(d2, axis=1)
     return best

@@ -20,12 +20,14 @@ Three places lose rows, each judged by what it can show:
 import numpy as np
 
 from ...findings import Finding
+from .near_duplicates import REFERENCE_K, distinct_scale, nearest_rows
 
 EXAMPLES = 5
 MIN_VALUES = 8          # examples with fewer values can be equal by nature (small tabular rows)
 DUPLICATE_SHARE = 0.05  # of the indices compared, the share that must have a twin to judge
 NOISE_FACTOR = 3.0      # "the same" = within this many times the median re-read distance
-DISTINCT_SHARE = 0.2    # ... and under this share of the typical distinct-example distance
+DISTINCT_SHARE = 0.2    # ... and under this share of the distance between distinct examples
+                        # (the median distance to the REFERENCE_K-th nearest example)
 
 
 def rows_findings(split, dataset, *, other_dataset=None):
@@ -261,8 +263,10 @@ def _twins(rows, noise):
             else:
                 first[group] = int(row)
         return twinned, pairs
-    nearest, distance = nearest_neighbours(rows)
-    typical = float(np.median(distance))
+    if len(rows) <= REFERENCE_K + 1:
+        return None
+    nearest, distance = nearest_rows(rows)
+    typical = distinct_scale(rows)     # the k-th neighbour: past any copies of one example
     limit = NOISE_FACTOR * noise
     if limit >= DISTINCT_SHARE * typical:
         return None     # augmentation as strong as the data's own spread: cannot tell
@@ -284,35 +288,6 @@ def _groups(count, pairs):
     for a, b in pairs:
         parent[root(a)] = root(b)
     return len({root(i) for i in range(count)})
-
-
-def nearest_neighbours(rows, other=None, *, block=1024):
-    """For each row of ``other`` (default: of ``rows``, itself excluded), the index of the
-    nearest row of ``rows`` and its Euclidean distance; rows are projected to at most 64
-    dimensions first (distances kept within a few percent), then ties confirmed exactly."""
-    rows = np.asarray(rows, dtype=np.float64)
-    same = other is None
-    other = rows if same else np.asarray(other, dtype=np.float64)
-    projected_rows, projected_other = _project(rows, other)
-    norms_rows = np.sum(projected_rows ** 2, axis=1)
-    best = np.empty(len(other), dtype=np.int64)
-    for start in range(0, len(other), block):
-        chunk = projected_other[start:start + block]
-        d2 = (np.sum(chunk ** 2, axis=1)[:, None] + norms_rows[None, :]
-              - 2.0 * chunk @ projected_rows.T)
-        if same:
-            d2[np.arange(len(chunk)), np.arange(start, start + len(chunk))] = np.inf
-        best[start:start + block] = np.argmin(d2, axis=1)
-    distance = np.sqrt(np.sum((other - rows[best]) ** 2, axis=1))
-    return best, distance
-
-
-def _project(rows, other, dims=64):
-    if rows.shape[1] <= dims:
-        return rows, other
-    rng = np.random.default_rng(0)
-    matrix = rng.standard_normal((rows.shape[1], dims)) / np.sqrt(dims)
-    return rows @ matrix, other @ matrix
 
 
 # ---------------------------------------------------------------- storage

@@ -5,9 +5,11 @@ Both splits come from one distribution, so after their transforms each channel (
 must have the same location and spread in both. Normalisation applied to one split only,
 other constants on each side, a ``/ 255`` on one side or channels swapped break that.
 
-Statistics, robust to odd examples: a channel's location is the median over examples of each
-example's channel mean (of the feature's value for rows), its spread the median of each
-example's channel std (for rows, the interquartile range / 1.349). A difference counts only
+Statistics, robust to odd examples and to odd positions within an example: a channel's location
+is the median over examples of each example's channel median (of the feature's value for
+rows), its spread the median of each example's channel interquartile range / 1.349 (for rows,
+the interquartile range over examples); padding, erasing and cut-out change a minority of an
+example's positions and move neither much. A difference counts only
 when it is far outside the sampling noise, measured by splitting the training examples into
 two random halves ``HALVES`` times (the noise of a difference between n/2 and n/2 examples,
 rescaled to n train and m test examples), and large in itself: the location moved by more than
@@ -37,16 +39,27 @@ def channel_statistics(x):
     if x.ndim == 2:
         return x.astype(np.float64), None, "feature"
     if x.ndim == 3 and x.shape[1] > x.shape[2] and x.shape[2] <= CHANNELS:   # (T, F)
-        values = x.astype(np.float64)
-        return values.mean(axis=1), values.std(axis=1), "feature"
+        return (*_robust(np.swapaxes(x, 1, 2)), "feature")
     if x.ndim == 3 and x.shape[1] < x.shape[2] and x.shape[1] <= CHANNELS:   # (C, T)
-        values = x.astype(np.float64)
-        return values.mean(axis=2), values.std(axis=2), "channel"
+        return (*_robust(x), "channel")
     if x.ndim == 3:                                    # (H, W) images: one channel
-        values = x.reshape(n, 1, -1).astype(np.float64)
-        return values.mean(axis=2), values.std(axis=2), "channel"
-    values = x.reshape(n, x.shape[1], -1).astype(np.float64)
-    return values.mean(axis=2), values.std(axis=2), "channel"
+        return (*_robust(x.reshape(n, 1, -1)), "channel")
+    return (*_robust(x.reshape(n, x.shape[1], -1)), "channel")
+
+
+def _robust(values):
+    """Each example's median and interquartile range / 1.349 per channel (``values``:
+    ``(n, C, positions)``), robust to the minority of positions that padding, erasing or
+    cut-out changes; a channel whose typical example has no spread there (sparse images:
+    mostly background) falls back to each example's mean and std."""
+    values = values.astype(np.float64)
+    q25, q50, q75 = np.percentile(values, [25, 50, 75], axis=2)
+    spread = (q75 - q25) / 1.349
+    flat = np.median(spread, axis=0) == 0
+    if flat.any():
+        q50[:, flat] = values[:, flat].mean(axis=2)
+        spread[:, flat] = values[:, flat].std(axis=2)
+    return q50, spread
 
 
 def _summary(locations, spreads):

@@ -157,9 +157,11 @@ def _hint(loc_a, spread_a, loc_b, spread_b, worst, word):
             if abs(np.log(ratio / factor)) < np.log(1.3):
                 side = "test" if factor > 1 else "train"
                 return f"; the {side} values are about 255 times smaller (a / 255 on one side)"
-    standard = [abs(loc) < 0.25 and abs(spread - 1) < 0.35
-                for loc, spread in ((loc_a[c], spread_a[c]), (loc_b[c], spread_b[c]))]
-    if standard[0] != standard[1]:
+    standard = [np.all((np.abs(loc) < 0.25) & (np.abs(spread - 1) < 0.35))
+                for loc, spread in ((loc_a, spread_a), (loc_b, spread_b))]
+    nowhere = [not np.any((np.abs(loc) < 0.25) & (np.abs(spread - 1) < 0.35))
+               for loc, spread in ((loc_a, spread_a), (loc_b, spread_b))]
+    if (standard[0] and nowhere[1]) or (standard[1] and nowhere[0]):
         return (f"; only the {'train' if standard[0] else 'test'} split looks standardised "
-                f"(location ~0, spread ~1)")
+                f"(location ~0, spread ~1 in every {word})")
     return ""

@@ -348,3 +348,35 @@ def test_the_budget_bounds_the_examples_read():
     assert report.counts["train_examples"] == 5000
     with pytest.raises(DiagnosticsError, match="budget"):
         validate_data(Counted(), budget=0)
+
+
+class Odd(Dataset):
+    def __init__(self, kind):
+        self.kind = kind
+
+    def __len__(self):
+        if self.kind == "len_raises":
+            raise TypeError("no length")
+        return 40
+
+    def __getitem__(self, i):
+        if self.kind == "strings":
+            return "a sentence", 1
+        if self.kind == "variable":
+            return {"input_ids": torch.arange(i % 7 + 3), "labels": torch.tensor(i % 2)}
+        if self.kind == "nested":
+            return (torch.randn(3), torch.randn(2)), 1
+        return torch.randn(4), None
+
+
+@pytest.mark.parametrize("kind", ["strings", "variable", "nested", "no_target", "len_raises"])
+@pytest.mark.parametrize("through_loader", [False, True])
+def test_unusual_items_and_collate_functions_never_crash(kind, through_loader):
+    data = Odd(kind)
+    source = DataLoader(data, batch_size=8, collate_fn=lambda items: items) if (
+        through_loader and kind != "len_raises") else data
+    report = validate_data(source, test=Odd(kind))
+    if kind == "len_raises":
+        assert any("no length" in f.message for f in report)
+    else:
+        assert _alarms(report) == []

@@ -29,7 +29,8 @@ ONE_SIDED_SHARE = 0.2
 
 
 def one_sided_findings(split):
-    repeats = [r for r in split.repeats if _aligned(r[1], r[2]) is not None]
+    repeats = [r for r in split.repeats if all(a is not None for a in r[1:])
+               and _aligned(r[1], r[2]) is not None]
     informative, disagreeing, example = 0, 0, None
     for index, x1, y1, x2, y2 in repeats:
         if x1.shape != x2.shape or y1.shape != y2.shape:

@@ -91,6 +91,7 @@ def read_split(source, *, budget, seed, name):
     rng = np.random.default_rng(seed)
     collate = _custom_collate(loader)
     with preserved_rng(loader, dataset):
+        _seed_globals(seed, name)
         if is_iterable_dataset(dataset):
             return _read_iterable(dataset, budget, name)
         split = _describe(loader, dataset, name)
@@ -160,8 +161,10 @@ def _digest(x, y):
 def _describe(loader, dataset, name):
     try:
         length = len(dataset)
-    except Exception:    # an iterable dataset
-        return Split(name=name, length=None, pass_indices=None)
+    except Exception as error:    # the user's __len__ raised: a finding
+        split = Split(name=name, length=None, pass_indices=None)
+        split.errors.append(("len", f"{type(error).__name__}: {error}"))
+        return split
     split = Split(name=name, length=int(length), pass_indices=np.arange(int(length)))
     if loader is None:
         return split
@@ -296,6 +299,8 @@ def unbatch(batch, count):
         parts = {k: unbatch(v, count) for k, v in batch.items()}
         return [{k: parts[k][i] for k in parts} for i in range(count)]
     if isinstance(batch, (tuple, list)):
+        if len(batch) == count and all(isinstance(v, (tuple, list, dict)) for v in batch):
+            return list(batch)     # a collate_fn that keeps the items as they are
         if len(batch) == count and not any(isinstance(v, (tuple, list, dict)) for v in batch) \
                 and not all(numpy_of(v) is not None and getattr(v, "ndim", 0) > 0
                             and len(v) == count for v in batch):
@@ -371,6 +376,17 @@ def preserved_rng(loader, dataset):
         random.setstate(python_state)
         for generator, state in saved:
             _restore(generator, state)
+
+
+def _seed_globals(seed, name):
+    """Seed the (forked) global generators per split: the same call reads the same draws,
+    whatever state the user left, and two splits of one random pipeline differ."""
+    value = (seed * 1_000_003 + sum(ord(c) for c in name)) % (2**31)
+    np.random.seed(value)
+    random.seed(value)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(value)
 
 
 def _torch_fork():

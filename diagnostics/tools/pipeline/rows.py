@@ -59,6 +59,10 @@ def _reading_errors(split):
     if not split.errors:
         return []
     index, error = split.errors[0]
+    if index == "len":
+        return [Finding("PIPELINE_ROWS_MISSING", "error", "data",
+                        f"{split.name}: len(dataset) raised {error}: no pass can be read",
+                        "make __len__ return the number of examples", {"first_error": error})]
     readable = len(split.indices)
     return [Finding(
         "PIPELINE_ROWS_MISSING", "error", "data",

@@ -6,6 +6,12 @@ more than 10:1 (LABEL_IMBALANCE), features far from zero mean and unit variance,
 features (UNNORMALIZED_INPUT), and, given ``num_classes`` (the model's output width), class
 labels the output lacks or output units no label uses (LABEL_RANGE). Each finding carries
 counts and example indices.
+
+Given a pipeline instead of arrays (a torch Dataset or a DataLoader, for training and with
+``test=``), the examples are read through the user's transforms and collate_fn within a budget
+(``diagnostics/tools/pipeline``), judged by the checks above, and by the pipeline's own:
+PIPELINE_ROWS_MISSING, TRANSFORM_SHIFT, TRANSFORM_ONE_SIDED, near-duplicate DATA_LEAKAGE and
+LABELS_SORTED. The report iterates over its findings.
 """
 import warnings
 from contextlib import contextmanager
@@ -31,7 +37,8 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 @dataclass
 class DataReport:
-    """``findings`` (warnings and errors mean trouble; info is worth knowing) and the counts."""
+    """``findings`` (warnings and errors mean trouble; info is worth knowing) and the counts;
+    iterating the report (``for finding in report``) goes over its findings."""
 
     findings: list
     counts: dict = field(default_factory=dict)

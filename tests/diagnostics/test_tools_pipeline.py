@@ -350,6 +350,15 @@ def test_the_budget_bounds_the_examples_read():
         validate_data(Counted(), budget=0)
 
 
+def test_the_older_keyword_and_missing_arguments():
+    x = np.random.default_rng(0).standard_normal((50, 4))
+    assert validate_data(train_x=x).counts["train_rows"] == 50
+    with pytest.raises(DiagnosticsError, match="train"):
+        validate_data()
+    with pytest.raises(DiagnosticsError, match="test"):
+        validate_data(x, test=x, test_x=x)
+
+
 class Odd(Dataset):
     def __init__(self, kind):
         self.kind = kind

@@ -76,6 +76,14 @@ CODES = {
                           "rows dropped, a part counted twice)",
     "LR_SWEEP_EDGE": "find_lr's lowest loss sits at an end of its sweep: the range did not "
                      "bracket a minimum",
+    "PIPELINE_ROWS_MISSING": "one pass over a Dataset/DataLoader yields some examples twice "
+                             "and never others (a sampler, __getitem__ or __len__ that "
+                             "loses rows)",
+    "TRANSFORM_SHIFT": "train and test inputs differ per channel after their transforms "
+                       "(normalisation on one split only, other constants, /255, channels "
+                       "swapped)",
+    "TRANSFORM_ONE_SIDED": "a random flip, crop or shift applied to the input but not to "
+                           "its aligned target (mask, per-step labels)",
 }
 
 

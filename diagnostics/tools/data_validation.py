@@ -6,6 +6,12 @@ more than 10:1 (LABEL_IMBALANCE), features far from zero mean and unit variance,
 features (UNNORMALIZED_INPUT), and, given ``num_classes`` (the model's output width), class
 labels the output lacks or output units no label uses (LABEL_RANGE). Each finding carries
 counts and example indices.
+
+Given a pipeline instead of arrays (a torch Dataset or a DataLoader, for training and with
+``test=``), the examples are read through the user's transforms and collate_fn within a budget
+(``diagnostics/tools/pipeline``), judged by the checks above, and by the pipeline's own:
+PIPELINE_ROWS_MISSING, TRANSFORM_SHIFT, TRANSFORM_ONE_SIDED, near-duplicate DATA_LEAKAGE and
+LABELS_SORTED. The report iterates over its findings.
 """
 import warnings
 from contextlib import contextmanager
@@ -18,6 +24,7 @@ from ..errors import DiagnosticsError, require
 from ..findings import Finding
 from ..jsonable import to_jsonable
 from .label_checks import check_label_range
+from .pipeline import DEFAULT_BUDGET, is_pipeline, pipeline_findings, read_pipeline
 
 IMBALANCE_RATIO = 10.0
 MEAN_LIMIT = 3.0          # a feature's |mean| above this is "far from zero"
@@ -30,7 +37,8 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 @dataclass
 class DataReport:
-    """``findings`` (warnings and errors mean trouble; info is worth knowing) and the counts."""
+    """``findings`` (warnings and errors mean trouble; info is worth knowing) and the counts;
+    iterating the report (``for finding in report``) goes over its findings."""
 
     findings: list
     counts: dict = field(default_factory=dict)
@@ -38,6 +46,15 @@ class DataReport:
     @property
     def passed(self):
         return not any(f.is_alarm for f in self.findings)
+
+    def __iter__(self):
+        return iter(self.findings)
+
+    def __len__(self):
+        return len(self.findings)
+
+    def __getitem__(self, index):
+        return self.findings[index]
 
     def to_dict(self):
         return to_jsonable({"passed": self.passed, "counts": self.counts,
@@ -53,15 +70,83 @@ class DataReport:
         return "\n".join(lines)
 
 
-def validate_data(train_x, train_y=None, *, test_x=None, test_y=None, num_classes=None):
-    """Check a data set; arrays or tensors (torch, minigrad), one example per row (first axis).
+def validate_data(train=None, train_y=None, *, test=None, test_x=None, test_y=None,
+                  num_classes=None, budget=DEFAULT_BUDGET, train_x=None):
+    """Check a data set: arrays or tensors, or a pipeline (a Dataset or a DataLoader).
 
-    ``num_classes``: the width of the model's output, for class labels; when given, the
-    labels are checked against it (LABEL_RANGE). ``train_x`` (``test_x``) may instead be an
-    iterable of ``(x, y)`` batches, a DataLoader, with ``train_y`` (``test_y``) left out: the
-    first ``MAX_BATCHES`` batches are concatenated. Integer inputs other than uint8 pixels are
-    read as ids or categories (an embedding's input) and not judged for scale."""
+    Args:
+        train: the training inputs, one example per row (first axis) as an array or tensor
+            (torch, minigrad) with ``train_y`` its targets; or an iterable of ``(x, y)``
+            batches (its first ``MAX_BATCHES`` batches are concatenated); or a map-style
+            torch ``Dataset`` or a ``DataLoader`` over one, read through its own transforms
+            (at most ``budget`` examples) and judged as a pipeline too. ``train_x=`` is the
+            same argument by its older name.
+        test: the test split as a Dataset or DataLoader (or arrays: then ``test_x``/``test_y``).
+        num_classes: the width of the model's output, for class labels (LABEL_RANGE).
+        budget: the examples read per split from a pipeline (default 4096).
+
+    Integer inputs other than uint8 pixels are read as ids or categories (an embedding's input)
+    and not judged for scale. A pipeline adds PIPELINE_ROWS_MISSING (rows duplicated or lost
+    in one pass: the sampler's indices, examples equal across indices, ``__len__`` against the
+    storage it reads), TRANSFORM_SHIFT (train and test inputs that differ per channel after
+    their transforms), TRANSFORM_ONE_SIDED (a random flip/crop/shift of the input that its
+    aligned target does not follow), near-duplicate DATA_LEAKAGE and LABELS_SORTED (a
+    training loader that yields labels or targets in order). An exception raised by the
+    dataset or its transforms is a finding, and no random state of the user's changes.
+
+    Raises:
+        DiagnosticsError: an argument of the wrong kind, before any work.
+
+    Example:
+        >>> for finding in validate_data(train_loader, test=test_set):
+        ...     print(finding)
+    """
+    if train_x is not None:
+        require(train is None, "train_x", "to be left out when train is given", "both")
+        train = train_x
+    require(train is not None, "train", "training inputs, a Dataset or a DataLoader", "None")
+    if test is not None:
+        require(test_x is None and test_y is None, "test",
+                "to be left out when test_x/test_y are given", "both")
+        test_x = test
     counts = {}
+    reads = {}
+    for name, value in (("train", train), ("test", test_x)):
+        if value is not None and is_pipeline(value):
+            require(isinstance(budget, (int, np.integer)) and not isinstance(budget, bool)
+                    and budget >= 16, "budget", "an int >= 16 (examples read per split)",
+                    repr(budget))
+            require((train_y if name == "train" else test_y) is None, f"{name}_y",
+                    f"to be left out when {name} is a Dataset or DataLoader", "both")
+    for name, value in (("train", train), ("test", test_x)):
+        if value is not None and is_pipeline(value):
+            reads[name] = read_pipeline(value, budget=int(budget), name=name)
+    if "train" in reads:
+        train, train_y = _pipeline_arrays(reads["train"], counts, "train")
+    if "test" in reads:
+        test_x, test_y = _pipeline_arrays(reads["test"], counts, "test")
+    if train is None:
+        return _pipeline_only(reads, counts)
+    return _validate_arrays(train, train_y, test_x, test_y, num_classes, counts, reads)
+
+
+def _pipeline_arrays(read, counts, name):
+    split = read.split
+    counts[f"{name}_examples"] = split.length
+    counts[f"{name}_examples_read"] = len(split.indices)
+    if split.batches_in_pass is not None and len(split.indices) == split.length:
+        counts[f"{name}_batches_read"] = split.batches_in_pass
+    return read.x, read.y
+
+
+def _pipeline_only(reads, counts):
+    """The examples could not be stacked (or none could be read): the pipeline checks only."""
+    findings = pipeline_findings(reads.get("train"), reads.get("test"), train_x=None,
+                                 test_x=None)
+    return DataReport(findings=findings, counts=counts)
+
+
+def _validate_arrays(train_x, train_y, test_x, test_y, num_classes, counts, reads):
     if _is_batches(train_x):
         require(train_y is None, "train_y", "to be left out when train_x is a DataLoader",
                 "both")
@@ -90,6 +175,7 @@ def validate_data(train_x, train_y=None, *, test_x=None, test_y=None, num_classe
                         ("test_y", test_y)):
         if array is not None:
             findings.extend(_nonfinite(array, name))
+    leaked = []
     if test_x is not None:
         leaked = _leaked_rows(train_x, test_x)
         counts["duplicates_train_test"] = len(leaked)
@@ -102,6 +188,10 @@ def validate_data(train_x, train_y=None, *, test_x=None, test_y=None, num_classe
         if num_classes is not None:
             findings.extend(check_label_range(train_y, num_classes=num_classes))
     findings.extend(_normalisation(train_x))
+    if reads:
+        findings = pipeline_findings(reads.get("train"), reads.get("test"), train_x=train_x,
+                                     test_x=test_x, exact_test_rows=[t for t, _ in leaked]) \
+            + findings
     return DataReport(findings=findings, counts=counts)
 
 

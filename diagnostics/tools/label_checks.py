@@ -22,6 +22,8 @@ from .check_result import CheckResult
 EXPECTED_PER_CLASS = 5      # an edge unit is "never used" only when it would be a target this often
 SORTED_CHANCE = 1e-6        # a batch order this unlikely under shuffling is "sorted"
 EXAMPLES = 5
+MONOTONE_SHARE = 0.95       # regression targets: consecutive steps one way this often = sorted
+MIN_ORDER_STEPS = 10
 
 
 def check_label_range(targets, *, num_classes):
@@ -79,8 +81,9 @@ def check_batch_label_order(batches):
     ``batches``: the labels of the first few batches, in the order the loader yields them
     (a list of 1-D arrays or tensors; at least 2 batches of at least 2 labels each are
     needed to judge), or the batches themselves as a loader yields them, ``(inputs, labels)``
-    pairs (``list(itertools.islice(loader, 8))``): the labels are their last entry. Returns a
-    ``CheckResult``, empty for regression targets.
+    pairs (``list(itertools.islice(loader, 8))``): the labels are their last entry. Regression
+    targets (one float per example) are judged by the direction of consecutive values. Returns
+    a ``CheckResult``.
     """
     return CheckResult(_batch_label_order(batches), check="batch label order")
 
@@ -88,10 +91,10 @@ def check_batch_label_order(batches):
 def _batch_label_order(batches):
     require(not isinstance(batches, (str, bytes)) and hasattr(batches, "__iter__"), "batches",
             "a list of label arrays, one per batch", type(batches).__name__)
-    labels = [_class_indices(_labels_of(batch), f"batches[{i}]")
-              for i, batch in enumerate(batches)]
+    raw = [_labels_of(batch) for batch in batches]
+    labels = [_class_indices(batch, f"batches[{i}]") for i, batch in enumerate(raw)]
     if any(batch is None for batch in labels):
-        return []
+        return _target_order(raw)
     labels = [batch for batch in labels if batch.size]
     if len(labels) < 2 or min(batch.size for batch in labels) < 2:
         return []
@@ -123,6 +126,44 @@ def _batch_label_order(batches):
         f"the model sees one class at a time and forgets the others",
         "shuffle the training data every epoch (DataLoader(..., shuffle=True) or a random "
         "sampler)", evidence)]
+
+
+def _target_order(batches):
+    """LABELS_SORTED for regression targets (one value per example): the stream sorted by
+    target, its consecutive values moving one way far more often than shuffling allows."""
+    values = [_as_array(batch, f"batches[{i}]") for i, batch in enumerate(batches)]
+    values = [v.reshape(-1) for v in values if v.ndim == 1 or (v.ndim == 2 and v.shape[1] == 1)]
+    if len(values) != len(batches) or len(values) < 2:
+        return []
+    pooled = np.concatenate(values).astype(np.float64)
+    steps = np.diff(pooled)
+    steps = steps[np.isfinite(steps) & (steps != 0)]
+    if steps.size < 2 * MIN_ORDER_STEPS:
+        return []
+    up = int(np.sum(steps > 0))
+    same = max(up, steps.size - up)
+    # the chance that shuffled values move one way this often: a binomial tail, bounded
+    chance = math.exp(min(0.0, math.log(2) + _log_binomial_tail(steps.size, same)))
+    if same < MONOTONE_SHARE * steps.size or chance >= SORTED_CHANCE:
+        return []
+    direction = "increase" if up >= steps.size - up else "decrease"
+    return [Finding(
+        "LABELS_SORTED", "warning", "data",
+        f"training batches are sorted by target: consecutive targets {direction} in {same} of "
+        f"{steps.size} steps across {len(values)} batches (range {pooled.min():.3g} to "
+        f"{pooled.max():.3g}); the model sees one range of targets at a time and forgets the "
+        f"others",
+        "shuffle the training data every epoch (DataLoader(..., shuffle=True) or a random "
+        "sampler)",
+        {"batches": len(values), "steps": int(steps.size), "same_direction": int(same),
+         "chance_if_shuffled": chance, "regression": True})]
+
+
+def _log_binomial_tail(n, k):
+    """log P(X >= k) for X ~ Binomial(n, 1/2), from its largest term (an upper bound)."""
+    log_term = (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+                - n * math.log(2))
+    return log_term + math.log(n - k + 1)
 
 
 def _labels_of(batch):

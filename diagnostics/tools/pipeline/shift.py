@@ -1,0 +1,167 @@
+"""TRANSFORM_SHIFT: train and test inputs that differ per channel after their transforms.
+
+Both splits come from one distribution, so after their transforms each channel (image inputs
+``(C, ...)``: per channel; rows of features: per feature; sequences ``(T, F)``: per feature)
+must have the same location and spread in both. Normalisation applied to one split only,
+other constants on each side, a ``/ 255`` on one side or channels swapped break that.
+
+Statistics, robust to odd examples and to odd positions within an example: a channel's location
+is the median over examples of each example's channel median (of the feature's value for
+rows), its spread the median of each example's channel interquartile range / 1.349 (for rows,
+the interquartile range over examples); padding, erasing and cut-out change a minority of an
+example's positions and move neither much. A difference counts only
+when it is far outside the sampling noise, measured by splitting the training examples into
+two random halves ``HALVES`` times (the noise of a difference between n/2 and n/2 examples,
+rescaled to n train and m test examples), and large in itself: the location moved by more than
+``LOCATION_LIMIT`` spreads, or the spread changed by more than ``SCALE_LIMIT`` times. Train-only
+augmentation (crops with padding, flips, colour jitter of a few tenths) moves these far less.
+"""
+import itertools
+
+import numpy as np
+
+from ...findings import Finding
+
+HALVES = 24
+Z_LIMIT = 6.0           # differences this many noise SDs away count
+LOCATION_LIMIT = 0.5    # a location moved by this many spreads
+SCALE_LIMIT = 1.5       # a spread this many times larger or smaller
+EXAMPLES = 5
+CHANNELS = 16           # a 2-D example with a side this short is (channels, time) or (time,
+                        # features); otherwise an image of one channel
+
+
+def channel_statistics(x):
+    """``(per-example locations (n, C), per-example spreads (n, C) or None, word)``."""
+    n = len(x)
+    if x.ndim == 1:
+        return x.reshape(n, 1).astype(np.float64), None, "feature"
+    if x.ndim == 2:
+        return x.astype(np.float64), None, "feature"
+    if x.ndim == 3 and x.shape[1] > x.shape[2] and x.shape[2] <= CHANNELS:   # (T, F)
+        return (*_robust(np.swapaxes(x, 1, 2)), "feature")
+    if x.ndim == 3 and x.shape[1] < x.shape[2] and x.shape[1] <= CHANNELS:   # (C, T)
+        return (*_robust(x), "channel")
+    if x.ndim == 3:                                    # (H, W) images: one channel
+        return (*_robust(x.reshape(n, 1, -1)), "channel")
+    return (*_robust(x.reshape(n, x.shape[1], -1)), "channel")
+
+
+def _robust(values):
+    """Each example's median and interquartile range / 1.349 per channel (``values``:
+    ``(n, C, positions)``), robust to the minority of positions that padding, erasing or
+    cut-out changes; a channel whose typical example has no spread there (sparse images:
+    mostly background) falls back to each example's mean and std."""
+    values = values.astype(np.float64)
+    q25, q50, q75 = np.percentile(values, [25, 50, 75], axis=2)
+    spread = (q75 - q25) / 1.349
+    flat = np.median(spread, axis=0) == 0
+    if flat.any():
+        q50[:, flat] = values[:, flat].mean(axis=2)
+        spread[:, flat] = values[:, flat].std(axis=2)
+    return q50, spread
+
+
+def _summary(locations, spreads):
+    location = np.median(locations, axis=0)
+    if spreads is None:
+        q75, q25 = np.percentile(locations, [75, 25], axis=0)
+        spread = (q75 - q25) / 1.349
+        fallback = locations.std(axis=0)
+        spread = np.where(spread > 0, spread, fallback)
+    else:
+        spread = np.median(spreads, axis=0)
+    return location, spread
+
+
+def shift_findings(train_x, test_x, *, seed=0):
+    """TRANSFORM_SHIFT findings for train and test inputs (arrays, one example per row)."""
+    if train_x is None or test_x is None or len(train_x) < 16 or len(test_x) < 8:
+        return []
+    if train_x.shape[1:] != test_x.shape[1:] or train_x.dtype.kind not in "biuf":
+        return []
+    train_loc, train_spread, word = channel_statistics(train_x)
+    test_loc, test_spread, _ = channel_statistics(test_x)
+    loc_a, spread_a = _summary(train_loc, train_spread)
+    loc_b, spread_b = _summary(test_loc, test_spread)
+    unit = np.maximum(spread_a, spread_b)
+    usable = (unit > 0) & np.isfinite(unit) & np.isfinite(loc_a) & np.isfinite(loc_b)
+    if not usable.any():
+        return []
+    null_loc, null_scale = _half_noise(train_loc, train_spread, seed)
+    n, m = len(train_x), len(test_x)
+    rescale = np.sqrt((1.0 + n / m) / 4.0)
+    moved = np.abs(loc_b - loc_a)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.exp(np.abs(np.log(spread_b / spread_a)))
+        z_loc = moved / np.maximum(null_loc * rescale, 1e-12 * unit)
+        z_scale = np.abs(np.log(spread_b / spread_a)) / np.maximum(null_scale * rescale, 1e-12)
+    positive = (spread_a > 0) & (spread_b > 0)
+    by_location = usable & (z_loc > Z_LIMIT) & (moved > LOCATION_LIMIT * unit)
+    by_scale = usable & positive & (z_scale > Z_LIMIT) & (ratio > SCALE_LIMIT)
+    one_sided_zero = usable & ((spread_a == 0) != (spread_b == 0))
+    off = np.flatnonzero(by_location | by_scale | one_sided_zero)
+    if not len(off):
+        return []
+    worst = off[np.argsort(-(moved[off] / unit[off]) - np.log(np.where(
+        np.isfinite(ratio[off]), ratio[off], 1e6)))]
+    parts = [f"{word} {c}: train location {loc_a[c]:.3g} spread {spread_a[c]:.3g}, test "
+             f"location {loc_b[c]:.3g} spread {spread_b[c]:.3g}" for c in worst[:3]]
+    hint = _hint(loc_a, spread_a, loc_b, spread_b, worst, word)
+    return [Finding(
+        "TRANSFORM_SHIFT", "warning", "data",
+        f"after their transforms, train and test inputs differ in {len(off)} of {len(loc_a)} "
+        f"{word}s, far beyond the noise between two halves of the training set "
+        f"({'; '.join(parts)}{'; ...' if len(off) > 3 else ''}){hint}",
+        "apply the same transforms, with the same constants (the training set's mean and "
+        "std, the same scaling and channel order), to every split",
+        {"channels": len(off), "of": len(loc_a), "word": word, "example_channels": worst[:EXAMPLES],
+         "train_location": loc_a[worst[:EXAMPLES]], "test_location": loc_b[worst[:EXAMPLES]],
+         "train_spread": spread_a[worst[:EXAMPLES]], "test_spread": spread_b[worst[:EXAMPLES]],
+         "spread_ratio": np.where(np.isfinite(ratio), ratio, 0.0)[worst[:EXAMPLES]],
+         "location_moved_in_spreads": (moved / unit)[worst[:EXAMPLES]]})]
+
+
+def _half_noise(locations, spreads, seed):
+    """SDs of the location difference and of the log spread ratio between random halves."""
+    rng = np.random.default_rng(seed)
+    n = len(locations)
+    diffs, logs = [], []
+    for _ in range(HALVES):
+        order = rng.permutation(n)
+        a, b = order[: n // 2], order[n // 2:]
+        la, sa = _summary(locations[a], None if spreads is None else spreads[a])
+        lb, sb = _summary(locations[b], None if spreads is None else spreads[b])
+        diffs.append(lb - la)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            logs.append(np.where((sa > 0) & (sb > 0), np.log(sb / sa), 0.0))
+    return np.std(diffs, axis=0), np.std(logs, axis=0)
+
+
+def _hint(loc_a, spread_a, loc_b, spread_b, worst, word):
+    """A guess at the mistake: swapped channels, a factor of 255, one side standardised."""
+    channels = len(loc_a)
+    if word == "channel" and 2 <= channels <= 4:
+        unit = np.maximum(spread_a, spread_b)
+        best = min(itertools.permutations(range(channels)),
+                   key=lambda p: float(np.sum(np.abs(loc_b - loc_a[list(p)]) / unit)))
+        cost = np.abs(loc_b - loc_a[list(best)]) / unit
+        if list(best) != list(range(channels)) and np.all(cost < LOCATION_LIMIT / 2):
+            pairs = ", ".join(f"test {word} {i} looks like train {word} {j}"
+                              for i, j in enumerate(best) if i != j)
+            return f"; the channels look swapped ({pairs})"
+    c = worst[0]
+    if spread_a[c] > 0 and spread_b[c] > 0:
+        ratio = spread_a[c] / spread_b[c]
+        for factor in (255.0, 1 / 255.0):
+            if abs(np.log(ratio / factor)) < np.log(1.3):
+                side = "test" if factor > 1 else "train"
+                return f"; the {side} values are about 255 times smaller (a / 255 on one side)"
+    standard = [np.all((np.abs(loc) < 0.25) & (np.abs(spread - 1) < 0.35))
+                for loc, spread in ((loc_a, spread_a), (loc_b, spread_b))]
+    nowhere = [not np.any((np.abs(loc) < 0.25) & (np.abs(spread - 1) < 0.35))
+               for loc, spread in ((loc_a, spread_a), (loc_b, spread_b))]
+    if (standard[0] and nowhere[1]) or (standard[1] and nowhere[0]):
+        return (f"; only the {'train' if standard[0] else 'test'} split looks standardised "
+                f"(location ~0, spread ~1 in every {word})")
+    return ""

@@ -70,3 +70,13 @@ def test_the_uncatalogued_bug_tour_shows_what_its_blind_pair_prints():
     words = [line.strip() for line in shown.splitlines()[6:13]]   # the finding's words
     printed = " ".join(line.strip() for line in run.stdout.splitlines())
     assert " ".join(words) in printed
+
+
+def test_the_step_equivalence_tour_shows_what_its_script_prints():
+    """Section 3c quotes its script's report word for word (its numbers are counts of tokens
+    and a ratio of float32 gradients, printed to 3 digits)."""
+    start = README.index("```\nstep equivalence:", README.index("### 3c."))
+    shown = README[start + 4:README.index("```", start + 4)]
+    run = _run("docs/examples/step_equivalence_token_means.py")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == shown.strip()

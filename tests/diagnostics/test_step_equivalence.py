@@ -495,19 +495,3 @@ def test_judge_reads_the_pattern_from_the_weights(shares, factor, seed):
     never = verdict(documented, missing={sum(shares): rng.normal(size=4)})
     assert never.pattern == judge.DROPPED and never.missing == (sum(shares),)
 
-
-# ---- in preflight --------------------------------------------------------------------------
-
-def test_preflight_runs_the_check_on_the_users_train_step():
-    from diagnostics import preflight
-    inputs, targets = _batch()
-    good = preflight(_mlp(), F.cross_entropy, inputs, targets, train_step=_accumulate(4))
-    assert good.item("step equivalence").status == "PASS"
-    bad = preflight(_mlp(), F.cross_entropy, inputs, targets,
-                    train_step=_accumulate(4, scale=lambda k: 1.0))
-    item = bad.item("step equivalence")
-    assert item.status == "FAIL" and item.summary == "STEP_NOT_OBJECTIVE at train_step"
-    assert [f.code for f in item.findings] == ["STEP_NOT_OBJECTIVE"]
-    assert "scaled by 4" in item.findings[0].message
-    plain = preflight(_mlp(), F.cross_entropy, inputs, targets)
-    assert "step equivalence" not in [i.name for i in plain.items]

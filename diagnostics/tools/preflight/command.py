@@ -3,8 +3,8 @@
 The factory is a function of no arguments in that file returning one of
 ``(model, loss_fn, (inputs, targets))``, ``(model, loss_fn, inputs, targets)``, or a dict with
 ``model``, ``loss_fn``, ``inputs`` and ``targets`` (or ``batch``) and, optionally,
-``optimizer`` and ``train_step``. Exit code 0 when every item passes, 1 when one fails, 2 for
-a factory that cannot be loaded.
+``optimizer``, ``train_step``, ``data`` and ``test_data`` (a Dataset or DataLoader). Exit code
+0 when every item passes, 1 when one fails, 2 for a factory that cannot be loaded.
 
 The file is read first, without running it: a factory it does not define at module level is
 reported at once, with the names it does define. Then it is imported as a module (not as
@@ -21,7 +21,7 @@ from pathlib import Path
 from ...errors import DiagnosticsError, require
 
 DEFAULT_FACTORY = "factory"
-OPTIONAL = ("optimizer", "train_step")
+OPTIONAL = ("optimizer", "train_step", "data", "test_data")
 
 
 def add_preflight_command(subparsers):

@@ -10,9 +10,11 @@ class Run:
     """The items' shared context. ``facts`` is replaced by the runner alone, with the facts an
     item's ``Outcome`` returns; an item reads it and never assigns it."""
 
-    def __init__(self, backend, batch, *, optimizer, train_step, causal: bool):
+    def __init__(self, backend, batch, *, optimizer, train_step, causal: bool, data=None,
+                 test_data=None):
         self.backend, self.batch = backend, batch
         self.optimizer, self.train_step, self.causal = optimizer, train_step, causal
+        self.data, self.test_data = data, test_data
         self.facts = Facts()
         self._state = backend.snapshot()     # the one snapshot: restored after each item
         self._optimizer_state = (None if optimizer is None

@@ -11,6 +11,7 @@ import numpy as np
 from ...errors import DiagnosticsError
 from ...findings import Finding
 from ..batch_independence import check_batch_independence
+from ..data_validation import validate_data
 from ..label_checks import check_batch_label_order, check_label_range
 from ..next_token import misaligned_targets
 from .context import Run
@@ -109,3 +110,12 @@ def _one_batch(finding: Finding, rows: int) -> Finding:
         finding, message=finding.message + f" (seen in the one batch of {rows} labels "
                                            f"preflight gets)",
         evidence={**finding.evidence, "batches_seen": 1, "labels_seen": rows})
+
+
+def data_pipeline(run: Run) -> Outcome:
+    """``validate_data`` over the training Dataset/DataLoader (and the test one)."""
+    report = validate_data(run.data, test=run.test_data)
+    alarms = [finding for finding in report.findings if finding.is_alarm]
+    sizes = ", ".join(f"{k} {v}" for k, v in report.counts.items() if not isinstance(v, dict))
+    return judged("; ".join(first_line(f) for f in alarms) or f"no finding ({sizes})",
+                  report.findings)

@@ -37,7 +37,7 @@ class Item:
 
 def preflight(model: Any, loss_fn: Callable, inputs: Any, targets: Any, *,
               optimizer: Any = None, train_step: Callable | None = None, output: Any = None,
-              causal: bool = False) -> PreflightReport:
+              causal: bool = False, data: Any = None, test_data: Any = None) -> PreflightReport:
     """Run the pre-training checklist on one batch; returns a ``PreflightReport``.
 
     ``optimizer`` defaults to Adam(lr=3e-3). ``train_step(model, (inputs, targets), optimizer)``
@@ -51,14 +51,20 @@ def preflight(model: Any, loss_fn: Callable, inputs: Any, targets: Any, *,
     checks that too, and a "next-token targets" item reads from the loss's gradient which
     input token each position is scored against (t + 1, not t itself or t + 2). The model,
     the optimizer and the RNG states are restored afterwards; other side effects of
-    ``train_step`` are not undone.
+    ``train_step`` are not undone. ``data`` (and ``test_data``): your training Dataset or
+    DataLoader (and the test one), read through their transforms by a "data pipeline" item
+    (``validate_data``); given ``train_step``, a "step equivalence" item checks that it applies
+    loss_fn's gradient on the batch (``check_step_equivalence``).
     """
     from .table import ITEMS
 
     require(isinstance(causal, bool), "causal", "True or False", repr(causal))
     backend, batch = T.checked_batch(model, loss_fn, inputs, targets, optimizer=optimizer,
                                      train_step=train_step, output=output, check_foreign=False)
-    run = Run(backend, batch, optimizer=optimizer, train_step=train_step, causal=causal)
+    require(test_data is None or data is not None, "test_data", "to come with data",
+            "test_data without data")
+    run = Run(backend, batch, optimizer=optimizer, train_step=train_step, causal=causal,
+              data=data, test_data=test_data)
     if optimizer is not None:
         run.keep_tensors(T.foreign_parameters(backend, optimizer))
     try:

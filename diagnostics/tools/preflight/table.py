@@ -37,4 +37,6 @@ ITEMS: tuple[Item, ...] = (
     Item("reshapes", structure.reshapes, needs=(Fact.OUTPUT,)),
     Item("label range", one_batch.label_range, needs=(Fact.LOGITS,)),
     Item("label order", one_batch.label_order, needs=(Fact.LOGITS,)),
+    Item("data pipeline", one_batch.data_pipeline, raiser="data",
+         applies=lambda run: run.data is not None),
 )

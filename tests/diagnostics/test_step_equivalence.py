@@ -317,6 +317,12 @@ def test_an_unrelated_objective_is_other_with_the_parameters_most_affected():
     finding = _named(_check(step))
     assert finding.evidence["pattern"] == judge.OTHER
     assert finding.evidence["parameters"][0] == "2.weight"
+    assert "a term outside loss_fn" in finding.message
+    model = _mlp()
+    declared = check_step_equivalence(model, F.cross_entropy, *_batch(), train_step=step,
+                                      optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                      declared=("regularizer",))
+    assert declared.passed and "declared: a regularizer" in declared[0].message
 
 
 # ---- the user's things stay as they were ---------------------------------------------------
@@ -441,6 +447,7 @@ def test_dropout_layers_are_turned_off_in_the_copy_only():
     (dict(inputs=[1, 2]), "inputs"),
     (dict(optimizer=object()), "optimizer"),
     (dict(precision="double"), "precision"),
+    (dict(declared=("clipping",)), "declared"),
 ])
 def test_bad_arguments_name_the_argument(arguments, named):
     inputs, targets = _batch()

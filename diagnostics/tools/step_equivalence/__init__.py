@@ -15,6 +15,7 @@ info); so is a GradScaler's scaling.
 """
 import contextlib
 import copy
+import dataclasses
 import random
 
 import numpy as np
@@ -31,6 +32,7 @@ from .objective import Objective
 TOLERANCE = {"float64": 1e-7, "float32": 1e-4, "float16": 1e-2,
              "bfloat16": 1e-2}                  # relative: rounding of each precision
 PRECISIONS = ("float32", "float64")
+DECLARABLE = ("regularizer",)   # a term added outside loss_fn on purpose
 SHOWN = 3        # parameters named where the gradients differ most
 
 _ADVICE = {
@@ -50,7 +52,7 @@ _ADVICE = {
 
 
 def check_step_equivalence(model, loss_fn, inputs, targets, *, train_step, optimizer=None,
-                           precision="float32", seed=0):
+                           precision="float32", declared=(), seed=0):
     """STEP_NOT_OBJECTIVE when ``train_step`` applies a gradient other than that of
     ``loss_fn(model(inputs), targets)`` on the whole batch.
 
@@ -63,15 +65,22 @@ def check_step_equivalence(model, loss_fn, inputs, targets, *, train_step, optim
     dict of keyword tensors (rows read from ``input_ids``, else its first tensor).
     ``optimizer`` defaults to Adam over the model's parameters. Nothing of yours changes: the
     copies are stepped on, the RNG is restored; what your ``train_step`` changes outside its
-    arguments before its step (a counter) is yours. Returns a ``CheckResult``.
+    arguments before its step (a counter) is yours. ``declared=("regularizer",)``: your step
+    adds a term outside ``loss_fn`` on purpose (weight decay in the loss, an auxiliary loss):
+    when the loss's part is right, the rest is reported as info. Returns a ``CheckResult``.
     """
     require(precision in PRECISIONS, "precision", f"one of {PRECISIONS}", repr(precision))
+    declared = (declared,) if isinstance(declared, str) else tuple(declared)
+    require(all(d in DECLARABLE for d in declared), "declared",
+            f"a tuple of {DECLARABLE}", repr(declared))
     return CheckResult(_check(model, loss_fn, inputs, targets, train_step=train_step,
-                              optimizer=optimizer, precision=precision, seed=seed),
+                              optimizer=optimizer, precision=precision, declared=declared,
+                              seed=seed),
                        check="step equivalence")
 
 
-def _check(model, loss_fn, inputs, targets, *, train_step, optimizer, precision, seed):
+def _check(model, loss_fn, inputs, targets, *, train_step, optimizer, precision, declared,
+           seed):
     backend = get_backend(model)
     require(backend.name == "torch", "model", "a torch.nn.Module (the check reads gradients "
             "at a torch optimizer's step)", backend.name)
@@ -90,7 +99,8 @@ def _check(model, loss_fn, inputs, targets, *, train_step, optimizer, precision,
     for attempt in dict.fromkeys((precision, own if own in TOLERANCE else precision)):
         with _untouched(torch, model) as original, _rng_kept(torch):
             result = _attempt(torch, model, optimizer, loss_fn, inputs, targets, key=key,
-                              train_step=train_step, precision=attempt, seed=seed)
+                              train_step=train_step, precision=attempt, declared=declared,
+                              seed=seed)
         if original.touched:
             return [_not_judged("train_step changed the model it was built with, not the "
                                 "`model` it was passed (it must train its arguments; yours "
@@ -102,7 +112,7 @@ def _check(model, loss_fn, inputs, targets, *, train_step, optimizer, precision,
 
 
 def _attempt(torch, model, optimizer, loss_fn, inputs, targets, *, key, train_step, precision,
-             seed):
+             declared, seed):
     """The findings, or a str saying why this precision could not judge."""
     dtype = getattr(torch, precision)
     try:
@@ -132,12 +142,13 @@ def _attempt(torch, model, optimizer, loss_fn, inputs, targets, *, key, train_st
         return ("train_step stepped an optimizer other than the one it was passed, and the "
                 "model it was passed got no gradient")
     try:
-        return _judge(torch, copied, objective, capture, TOLERANCE[precision], precision)
+        return _judge(torch, copied, objective, capture, TOLERANCE[precision], precision,
+                      declared)
     except Exception as raised:   # the user's model or loss, run by the check on parts
         return f"loss_fn(model(inputs), targets) raised {type(raised).__name__}: {raised}"
 
 
-def _judge(torch, model, objective, capture, tolerance, precision):
+def _judge(torch, model, objective, capture, tolerance, precision, declared):
     flags = capture.calls[0].modes if capture.calls else tuple(m.training
                                                                for m in model.modules())
     evidence = {"precision": precision}
@@ -172,8 +183,12 @@ def _judge(torch, model, objective, capture, tolerance, precision):
                             "compared exactly")]
     verdict = judge.by_scale(applied, reference, tolerance)
     outside = at_outputs is not None        # the outputs' gradient was right: a term elsewhere
-    return [_finding(verdict, _most_different(model, applied, reference), clipping, evidence,
-                     outside=outside)]
+    finding = _finding(verdict, _most_different(model, applied, reference), clipping, evidence,
+                       outside=outside)
+    if outside and "regularizer" in declared:
+        finding = dataclasses.replace(finding, severity="info", suggestion="",
+                                      message=finding.message + " (declared: a regularizer)")
+    return [finding]
 
 
 def _at_outputs(objective, capture, flags, tolerance):

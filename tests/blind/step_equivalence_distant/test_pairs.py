@@ -66,6 +66,14 @@ HEALTHY (must pass):
 - healthy_clip_style_contrastive_whole_batch: CLIP-style towers with a learnable logit scale,
   symmetric in-batch InfoNCE computed on the whole batch in the step, as loss_fn does.
 
+Results of gradhunt.check_step_equivalence (run after the expectations were committed):
+7/8 named, 0 false alarms on the 8 fixed twins and 3 healthy programs. Missed:
+seq2seq_collate_mean_of_means -- a STEP_NOT_OBJECTIVE warning without the pattern ("not the
+gradient of its loss on the batch: relative difference 0.3 ... most in out.weight,
+dec.weight_ih_l0, out.bias"; see MISSED). The two "" pairs (multitask, dual encoder) got the
+generic "not the gradient of its loss on the batch" message (relative differences 0.985 and
+0.222 at the model's outputs); the L2 pair was named "a term outside loss_fn".
+
 Expectations were frozen and committed before gradhunt's check was run on them. Where the
 check misses a pair (MISSED) or alarms on a healthy program / fixed twin (FALSE_ALARMS), the
 test is xfail(strict=True) with the observed output as the reason.
@@ -94,7 +102,15 @@ HEALTHY = [
     "healthy_clip_style_contrastive_whole_batch",
 ]
 # buggy programs the check does not name: name -> observed output
-MISSED = {}
+MISSED = {
+    "seq2seq_collate_mean_of_means": (
+        "observed: [warning] STEP_NOT_OBJECTIVE: train_step's gradient is not the gradient of "
+        "its loss on the batch: relative difference 0.3 from the gradient of loss_fn on the "
+        "whole batch, most in out.weight, dec.weight_ih_l0, out.bias -- the difference is "
+        "found but not named 'weighted equally' (no pattern; judged at the parameters, not at "
+        "the outputs: the collate_fn trims padded columns, so each micro-batch's (8, t, V) "
+        "logits are narrower than the batch's (24, T, V))"),
+}
 # fixed twins / healthy programs the check alarms on: name -> observed output
 FALSE_ALARMS = {}
 

@@ -325,9 +325,53 @@ def test_an_unrelated_objective_is_other_with_the_parameters_most_affected():
     assert declared.passed and "declared: a regularizer" in declared[0].message
 
 
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_zero_grad_inside_the_accumulation_loop_is_named_as_such(set_to_none):
+    def step(model, batch, optimizer):
+        inputs, targets = batch
+        for x, y in zip(inputs.chunk(4), targets.chunk(4)):
+            optimizer.zero_grad(set_to_none=set_to_none)
+            (F.cross_entropy(model(x), y) / 4).backward()
+        optimizer.step()
+    for model in (_mlp(), _mlp(norm=True)):
+        finding = _named(_check(step, model=model))
+        assert "clears the gradients (zero_grad) after 3 of its 4 backward passes" in \
+            finding.message and "only the last 1 pass" in finding.message
+
+
+def test_tuple_inputs_are_positional_inputs():
+    class TwoInputs(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(D, C), nn.Linear(2, C)
+
+        def forward(self, x, extra):
+            return self.a(x) + self.b(extra)
+
+    torch.manual_seed(0)
+    inputs = (torch.randn(N, D), torch.randn(N, 2))
+    targets = torch.randint(0, C, (N,))
+
+    def step(model, batch, optimizer, scale=1 / 3):
+        (x, extra), y = batch
+        optimizer.zero_grad()
+        for start in range(0, N, 8):
+            part = slice(start, start + 8)
+            (F.cross_entropy(model(x[part], extra[part]), y[part]) * scale).backward()
+        optimizer.step()
+    model = TwoInputs()
+    good = check_step_equivalence(model, F.cross_entropy, inputs, targets, train_step=step)
+    assert good.passed and "more than the batch" not in good[0].message, str(good)
+    bad = _named(check_step_equivalence(model, F.cross_entropy, inputs, targets,
+                                        train_step=lambda m, b, o: step(m, b, o, scale=1.0)))
+    assert bad.evidence["factor"] == pytest.approx(3.0, rel=1e-4)
+
+
 # ---- the user's things stay as they were ---------------------------------------------------
 
 def test_model_optimizer_rng_and_hooks_are_left_as_they_were():
+    patched = (torch.autograd.backward, torch.optim.Optimizer.zero_grad, nn.Module.zero_grad,
+               torch.amp.GradScaler.scale)
     model = _mlp(norm=True)
     optimizer = torch.optim.Adam(model.parameters())
     plain_step(model, _batch(), optimizer)          # optimizer state and grads to keep
@@ -351,6 +395,8 @@ def test_model_optimizer_rng_and_hooks_are_left_as_they_were():
     assert not model._forward_pre_hooks
     from torch.optim.optimizer import _global_optimizer_pre_hooks
     assert not _global_optimizer_pre_hooks
+    assert (torch.autograd.backward, torch.optim.Optimizer.zero_grad, nn.Module.zero_grad,
+            torch.amp.GradScaler.scale) == patched
 
 
 def test_a_step_that_trains_the_original_model_is_not_judged_and_is_undone():
@@ -374,13 +420,15 @@ def test_the_users_exceptions_are_quoted_not_raised():
     def step(model, batch, optimizer):
         raise RuntimeError("shapes went wrong in my step")
     result = _check(step)
-    assert result.passed and "shapes went wrong in my step" in result[0].message
+    assert not result.passed and result[0].severity == "error"     # a CI gate must not pass
+    assert "shapes went wrong in my step" in result[0].message
     assert "RuntimeError" in result[0].message
 
 
 def test_a_loss_fn_that_fails_on_the_batch_is_quoted():
     result = _check(plain_step, loss_fn=lambda output, targets: output)   # not a scalar
-    assert "not judged" in result[0].message and "not a scalar" in result[0].message
+    assert not result.passed and "could not be compared" in result[0].message
+    assert "not a scalar" in result[0].message
 
 
 def test_a_step_that_never_steps_is_a_warning():
@@ -445,6 +493,7 @@ def test_dropout_layers_are_turned_off_in_the_copy_only():
     (dict(train_step=None), "train_step"),
     (dict(loss_fn=3), "loss_fn"),
     (dict(inputs=[1, 2]), "inputs"),
+    (dict(inputs=(1, 2)), "inputs"),
     (dict(optimizer=object()), "optimizer"),
     (dict(precision="double"), "precision"),
     (dict(declared=("clipping",)), "declared"),

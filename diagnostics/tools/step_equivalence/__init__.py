@@ -108,7 +108,11 @@ def _check(model, loss_fn, inputs, targets, *, train_step, optimizer, precision,
         if isinstance(result, list):
             return result
         failures.append(result)
-    return [_not_judged(failures[-1])]
+    return [Finding("STEP_NOT_OBJECTIVE", "error", "train_step",
+                    f"the step could not be compared: {failures[-1]}",
+                    suggestion="make train_step(model, (inputs, targets), optimizer) run on the "
+                               "batch given (it is called with a copy of your model and "
+                               "optimizer)")]
 
 
 def _attempt(torch, model, optimizer, loss_fn, inputs, targets, *, key, train_step, precision,
@@ -131,7 +135,9 @@ def _attempt(torch, model, optimizer, loss_fn, inputs, targets, *, key, train_st
     torch.manual_seed(seed)
     capture = capture_step(torch, copied, copied_optimizer, train_step,
                            (batch_inputs, batch_targets), batch_rows=objective.rows,
-                           keywords=tuple(batch_inputs) if isinstance(batch_inputs, dict) else ())
+                           keywords=tuple(batch_inputs) if isinstance(batch_inputs, dict) else (),
+                           positional=(len(batch_inputs) if isinstance(batch_inputs, tuple)
+                                       else 0 if isinstance(batch_inputs, dict) else 1))
     if capture.error == NO_STEP:
         return [Finding("STEP_NOT_OBJECTIVE", "warning", "train_step", NO_STEP,
                         suggestion="call optimizer.step() (or scaler.step(optimizer)) once "
@@ -148,6 +154,26 @@ def _attempt(torch, model, optimizer, loss_fn, inputs, targets, *, key, train_st
         return f"loss_fn(model(inputs), targets) raised {type(raised).__name__}: {raised}"
 
 
+def _cleared(capture):
+    """A finding when the step called zero_grad() after some of its backward passes, so that
+    the gradients of the micro-batches before it never reach optimizer.step()."""
+    early = [count for count in capture.cleared_after if count < capture.backward_passes] or \
+        list(capture.cleared_after)
+    if not early:
+        return None
+    last, total = max(early), capture.backward_passes
+    kept = total - last
+    text = (f"train_step clears the gradients (zero_grad) after {last} of its {total} "
+            f"backward passes, before optimizer.step(): the step applies "
+            + (f"only the last {kept} pass{'es' if kept > 1 else ''}" if kept else "nothing")
+            + f"; the gradients of the first {last} never reach it")
+    return Finding("STEP_NOT_OBJECTIVE", "warning", "train_step", text,
+                   suggestion="call zero_grad() once per optimizer step, before the first "
+                              "micro-batch's backward (or right after optimizer.step())",
+                   evidence={"pattern": judge.DROPPED, "backward_passes": total,
+                             "cleared_after": list(capture.cleared_after)})
+
+
 def _judge(torch, model, objective, capture, tolerance, precision, declared):
     flags = capture.calls[0].modes if capture.calls else tuple(m.training
                                                                for m in model.modules())
@@ -155,14 +181,19 @@ def _judge(torch, model, objective, capture, tolerance, precision, declared):
     if any(call.low_precision for call in capture.calls):    # autocast: its own rounding
         tolerance = max(tolerance, TOLERANCE["bfloat16"])
         evidence["precision"] = f"{precision} under autocast"
+    cleared = _cleared(capture)
+    if cleared is not None:
+        return [cleared]
     applied, clipping = _before_clipping(capture, tolerance)
     at_outputs = _at_outputs(objective, capture, flags, tolerance)
     if at_outputs is not None and at_outputs.pattern is not None:
         return [_finding(at_outputs, (), clipping, evidence)]
     if at_outputs is not None and _normalises_batches(torch, model, flags):
         return [_matches(at_outputs.difference, clipping, evidence,
-                         why="batch-norm layers normalise each micro-batch over its own rows, "
-                             "by design")]
+                         why=("batch-norm layers normalise each micro-batch over its own rows, "
+                              "by design" if len(capture.calls) > 1 else
+                              "its parameters are not compared again: batch-norm layers "
+                              "normalise over the rows fed"))]
     if at_outputs is not None and any(call.extra_inputs for call in capture.calls):
         return [_matches(at_outputs.difference, clipping, evidence,
                          why="train_step feeds the model more than the batch (a carried "
@@ -272,12 +303,16 @@ def _describe(verdict, outside, different):
         return f"the loss of {twice} is counted twice in train_step's gradient: {off}"
     if outside:
         return (f"train_step's loss sends loss_fn's gradient into the model's outputs, but its "
-                f"parameters' gradient holds more (a term outside loss_fn: a regulariser, an "
-                f"auxiliary loss, a gradient edited after backward), most in "
+                f"parameters' gradient differs (a term outside loss_fn: a regulariser, an "
+                f"auxiliary loss; or a gradient edited after backward), most in "
                 f"{', '.join(different)}: {off}")
+    if verdict.at_outputs:
+        return (f"train_step's backward passes do not send loss_fn's gradient into the model's "
+                f"outputs: its loss is another function of them (another loss or reduction, "
+                f"a broadcast, a detached or missing term): {off}")
     if different:
         off += f", most in {', '.join(different)}"
-    return f"train_step's gradient is not the gradient of its loss on the batch: {off}"
+    return f"train_step's gradient is not the gradient of loss_fn on the batch: {off}"
 
 
 def _numbers(values):
@@ -317,19 +352,22 @@ def _most_different(model, applied, reference):
 
 
 def _rows_key(torch, inputs):
-    if isinstance(inputs, dict):
-        tensors = [k for k, v in inputs.items() if isinstance(v, torch.Tensor)]
-        require(bool(tensors), "inputs", "a tensor, or a dict of keyword tensors holding one",
-                f"a dict without tensors ({sorted(inputs)})")
+    """Where the batch's rows are read: None for a tensor, the first tensor's position in a
+    tuple, ``input_ids`` (else the first tensor's key) in a dict."""
+    if isinstance(inputs, (dict, tuple)):
+        entries = inputs.items() if isinstance(inputs, dict) else enumerate(inputs)
+        tensors = [k for k, v in entries if isinstance(v, torch.Tensor)]
+        require(bool(tensors), "inputs", "a tensor, or a tuple or dict of tensors holding one",
+                f"a {type(inputs).__name__} without tensors")
         key = "input_ids" if "input_ids" in tensors else tensors[0]
-        require(inputs[key].dim() >= 1 and inputs[key].shape[0] >= 1, "inputs",
-                "a batch with examples on the first axis", f"shape {tuple(inputs[key].shape)}")
-        return key
-    require(isinstance(inputs, torch.Tensor), "inputs", "a torch.Tensor batch or a dict of "
-            "keyword tensors", type(inputs).__name__)
-    require(inputs.dim() >= 1 and inputs.shape[0] >= 1, "inputs",
-            "a batch with examples on the first axis", f"shape {tuple(inputs.shape)}")
-    return None
+        shape = tuple(inputs[key].shape)
+    else:
+        require(isinstance(inputs, torch.Tensor), "inputs", "a torch.Tensor batch, or a tuple "
+                "or dict of tensors", type(inputs).__name__)
+        key, shape = None, tuple(inputs.shape)
+    require(len(shape) >= 1 and shape[0] >= 1, "inputs",
+            "a batch with examples on the first axis", f"shape {shape}")
+    return key
 
 
 def _cast(torch, value, dtype):

@@ -55,12 +55,16 @@ class StepCapture:
     stepped: bool
     other_optimizer: bool
     error: str | None
+    backward_passes: int = 0
+    cleared_after: tuple[int, ...] = ()   # zero_grad() calls, by the backward passes before
 
 
-def capture_step(torch, model, optimizer, train_step, batch, *, batch_rows, keywords=()):
+def capture_step(torch, model, optimizer, train_step, batch, *, batch_rows, keywords=(),
+                 positional=1):
     """A ``StepCapture`` of ``train_step(model, batch, optimizer)``; ``batch_rows(tensor)``
     says which rows of the batch a fed tensor holds (None if it does not hold rows of it);
-    ``keywords``: the batch's keyword inputs (a dict batch), which are not extra inputs."""
+    ``keywords`` and ``positional``: the batch's keyword inputs (a dict batch) and its count of
+    positional ones, which are not extra inputs."""
     params = trainable(model)
     calls, latest, applied = [], {}, {}
     modules = list(model.modules())
@@ -74,7 +78,7 @@ def capture_step(torch, model, optimizer, train_step, batch, *, batch_rows, keyw
             if isinstance(value, torch.Tensor) and value.requires_grad:
                 value.register_hook(functools.partial(_add_gradient, grads, key))
                 tensors[key] = value
-        extra = (len([a for a in args if a is not None]) > (0 if keywords else 1)
+        extra = (len([a for a in args if a is not None]) > positional
                  or any(v is not None for k, v in kwargs.items() if k not in keywords))
         low = _autocasting(torch) or any(t.dtype in (torch.float16, torch.bfloat16)
                                          for t in tensors.values())
@@ -87,6 +91,7 @@ def capture_step(torch, model, optimizer, train_step, batch, *, batch_rows, keyw
     def on_step(stepping, args, kwargs):
         args = args[1:] if args and args[0] is stepping else args   # (self, closure)
         closure = kwargs.get("closure", args[0] if args else None)
+        counting[0] = False
         if callable(closure):
             with torch.enable_grad():
                 closure()
@@ -99,9 +104,9 @@ def capture_step(torch, model, optimizer, train_step, batch, *, batch_rows, keyw
     handles = [model.register_forward_hook(on_forward, with_kwargs=True)]
     handles += [p.register_post_accumulate_grad_hook(on_accumulated) for p in params]
     handles.append(register_optimizer_step_pre_hook(on_step))
-    error = None
+    error, passes, cleared, counting = None, [0], [], [True]
     try:
-        with _scales_recorded(torch, scales):
+        with _scales_recorded(torch, scales), _counted(torch, passes, cleared) as counting:
             train_step(model, batch, optimizer)
         error = NO_STEP
     except _StepReached:
@@ -121,7 +126,8 @@ def capture_step(torch, model, optimizer, train_step, batch, *, batch_rows, keyw
     return StepCapture(
         applied=applied.get("vector"), after_backward=after,
         calls=tuple(calls), stepped=stepped, other_optimizer=applied.get("other", False),
-        error=None if stepped else error)
+        error=None if stepped else error, backward_passes=passes[0],
+        cleared_after=tuple(cleared))
 
 
 @contextlib.contextmanager
@@ -146,6 +152,40 @@ def _scales_recorded(torch, scales):
         yield
     finally:
         scaler.scale = original
+
+
+@contextlib.contextmanager
+def _counted(torch, passes, cleared):
+    """``torch.autograd.backward`` (which ``Tensor.backward`` calls) counted into ``passes``,
+    and ``zero_grad()`` of optimizers and modules noted in ``cleared`` with the count of
+    backward passes before it, while the step runs (its closure, run at the step, excepted)."""
+    owners = [(torch.autograd, "backward"), (torch.optim.Optimizer, "zero_grad"),
+              (torch.nn.Module, "zero_grad")]
+    originals = [getattr(owner, name) for owner, name in owners]
+    backward, optimizer_clear, module_clear = originals
+    live = [True]
+
+    def counted_backward(*args, **kwargs):
+        if live[0]:
+            passes[0] += 1
+        return backward(*args, **kwargs)
+
+    def noted(clear):
+        def zero_grad(self, *args, **kwargs):
+            if live[0] and passes[0]:
+                cleared.append(passes[0])
+            return clear(self, *args, **kwargs)
+        return zero_grad
+
+    replacements = [counted_backward, noted(optimizer_clear), noted(module_clear)]
+    try:
+        for (owner, name), replacement in zip(owners, replacements):
+            setattr(owner, name, replacement)
+        yield live
+    finally:
+        live[0] = False
+        for (owner, name), original in zip(owners, originals):
+            setattr(owner, name, original)
 
 
 def _autocasting(torch):

@@ -13,8 +13,9 @@ from .judge import CallGradients
 
 
 class Objective:
-    """The batch (``inputs``: a tensor, or a dict of keyword tensors whose rows are read from
-    ``key``; ``targets``: a tensor, or a tuple/dict of them) on ``model``, ``size`` rows."""
+    """The batch on ``model``, ``size`` rows: ``inputs`` a tensor, a tuple of positional
+    tensors or a dict of keyword ones, whose rows are read from entry ``key`` (None: the tensor
+    itself); ``targets`` a tensor, or a tuple/dict of them."""
 
     def __init__(self, torch, model, loss_fn, inputs, targets, *, key, seed):
         self.torch, self.model, self.loss_fn = torch, model, loss_fn
@@ -94,7 +95,9 @@ class Objective:
         return found, {row: gradient[row] for row in missing}
 
     def _forward(self, inputs):
-        return self.model(**inputs) if isinstance(inputs, dict) else self.model(inputs)
+        if isinstance(inputs, dict):
+            return self.model(**inputs)
+        return self.model(*inputs) if isinstance(inputs, tuple) else self.model(inputs)
 
     def _output_gradient(self, structure, values, targets, judged):
         """loss_fn's gradient at ``values`` (by entry key, put into ``structure``) on the

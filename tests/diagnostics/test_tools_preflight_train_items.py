@@ -97,3 +97,18 @@ def test_a_factory_may_hand_preflight_its_data_and_train_step(tmp_path):
     assert report.item("step equivalence").status == "PASS"
     item = report.item("data pipeline")
     assert "raised" not in item.summary and item.status != "SKIP", str(item)
+
+
+def test_a_loop_bug_is_named_by_the_step_item_before_training_items_show_its_symptoms():
+    from diagnostics import preflight
+
+    def step(model, batch, optimizer):
+        inputs, targets = batch
+        for x, y in zip(inputs.chunk(4), targets.chunk(4)):
+            optimizer.zero_grad()                       # inside the accumulation loop
+            (F.cross_entropy(model(x), y) / 4).backward()
+        optimizer.step()
+    report = preflight(_mlp(), F.cross_entropy, *_batch(), train_step=step)
+    failed = [item for item in report.items if item.status == "FAIL"]
+    assert failed and failed[0].name == "step equivalence", str(report)
+    assert "zero_grad" in failed[0].findings[0].message

@@ -11,6 +11,13 @@ finding needs at least ``LEAK_SHARE`` of the test examples read (and 3) to be ne
 copies of sources split on both sides make most of them so. Examples with fewer than
 ``MIN_VALUES`` values are not judged (distinct rows of a few features can be close by nature).
 
+How many distinct examples lie that close by chance depends on the data's intrinsic dimension
+d, not on its number of values: about ``REFERENCE_K * NEAR_SHARE ** d`` of them per example
+(densely sampled tables of a few underlying factors have many). d is estimated from the
+training set (the doubling of the neighbour count: ``log 2 / log(r_2k / r_k)`` at the
+``REFERENCE_K``-th and twice that neighbour, beyond a source's own augmented copies), and the
+share of test examples judged near must exceed three times the share expected by chance.
+
 Overlapping windows of one series (a sliding-window dataset split by window) are not close in
 distance (one is the other shifted), so sequences are also matched by their runs: a test
 example sharing a run of half its length, value for value and in order, with a training
@@ -26,6 +33,7 @@ NEAR_SHARE = 0.25
 LEAK_SHARE = 0.1
 MIN_VALUES = 6          # distinct examples within 0.25 of the 10th-neighbour distance: about
                         # 10 * 0.25**d of them in d dimensions, 0.2% at d = 6
+CHANCE_FACTOR = 3.0     # near-duplicates needed, as a multiple of those expected by chance
 PROJECTED = 64
 RUN_MIN = 8             # sequences of at least 16 steps are matched by runs of half of them
 MAX_RUNS = 4_000_000    # runs hashed at most
@@ -48,7 +56,7 @@ def _by_distance(train_x, test_x, exact_test_rows):
         return []
     if not (np.isfinite(train).all() and np.isfinite(test).all()):
         return []
-    reference = distinct_scale(train)
+    reference, dimension = distinct_scale_and_dimension(train)
     if reference <= 0:
         return []
     nearest, distance = nearest_rows(train, test)
@@ -56,7 +64,8 @@ def _by_distance(train_x, test_x, exact_test_rows):
     near = np.array([j for j in np.flatnonzero((distance < NEAR_SHARE * reference)
                                                 & (distance > 0)) if j not in exact], dtype=int)
     share = len(near) / len(test)
-    if len(near) < 3 or share < LEAK_SHARE:
+    by_chance = 1.0 - np.exp(-REFERENCE_K * NEAR_SHARE ** dimension)
+    if len(near) < 3 or share < max(LEAK_SHARE, CHANCE_FACTOR * by_chance):
         return []
     order = near[np.argsort(distance[near])]
     shown = ", ".join(f"test {int(j)} ~ train {int(nearest[j])}" for j in order[:3])
@@ -161,8 +170,25 @@ def _find_run(sequence, run):
 
 def distinct_scale(rows):
     """The median distance from each row to its ``REFERENCE_K``-th nearest other row."""
+    return distinct_scale_and_dimension(rows)[0]
+
+
+def distinct_scale_and_dimension(rows):
+    """``(median distance to the REFERENCE_K-th nearest other row, intrinsic dimension)``;
+    the dimension from the median ratio of the 2k-th to the k-th neighbour's distance
+    (inf when too few rows to tell, or the ratio is 1)."""
     projected = rows @ _projection(rows.shape[1])
-    return float(np.median(_kth_distances(projected, REFERENCE_K)))
+    far = min(2 * REFERENCE_K, len(rows) - 1)
+    kth, second = _kth_distances(projected, (REFERENCE_K, far))
+    reference = float(np.median(kth))
+    if far <= REFERENCE_K:
+        return reference, float("inf")
+    usable = (kth > 0) & (second > kth)
+    if not usable.any():
+        return reference, float("inf")
+    ratio = float(np.median(second[usable] / kth[usable]))
+    return reference, float(np.log(far / REFERENCE_K) / np.log(ratio)) if ratio > 1 else \
+        float("inf")
 
 
 def nearest_rows(rows, queries=None):
@@ -186,12 +212,16 @@ def _squared(a, b):
                       - 2.0 * a @ b.T, 0.0)
 
 
-def _kth_distances(rows, k, block=1024):
-    out = np.empty(len(rows))
+def _kth_distances(rows, ks, block=1024):
+    """Each row's distance to its k-th nearest other row, for each k in ``ks``."""
+    ks = tuple(ks)
+    out = np.empty((len(ks), len(rows)))
     for start in range(0, len(rows), block):
         d2 = _squared(rows[start:start + block], rows)
         d2[np.arange(len(d2)), np.arange(start, start + len(d2))] = np.inf
-        out[start:start + block] = np.sqrt(np.partition(d2, k - 1, axis=1)[:, k - 1])
+        parted = np.partition(d2, [k - 1 for k in ks], axis=1)
+        for i, k in enumerate(ks):
+            out[i, start:start + block] = np.sqrt(parted[:, k - 1])
     return out
 
 

@@ -103,7 +103,6 @@ HEALTHY = [
 MISSED = {
     "rows_weighted_sampler_class_weights",
     "rows_distributed_sampler_world4",
-    "onesided_denoise_crop_two_offsets",
     "sorted_sales_by_date_trend",
 }
 MISSED_WHY = {
@@ -112,24 +111,14 @@ MISSED_WHY = {
     "of the whole table, not of the 4 distinct rows the sampler draws (the sampler seems not read)",
     "rows_distributed_sampler_world4": "no finding at all (a DistributedSampler(num_replicas=4, "
     "rank=0) yields 200 of 800 rows per pass)",
-    "onesided_denoise_crop_two_offsets": "validate_data raises DiagnosticsError: test_x: expected "
-    "rows of shape (1, 16, 16) like train_x, got (1, 24, 24) (random 16x16 training crops, "
-    "full-size test images for a fully convolutional model)",
-    "sorted_sales_by_date_trend": "no LABELS_SORTED; the only finding is the DATA_LEAKAGE "
-    "near-duplicate warning that the fixed twin gets too (see FALSE_ALARMS)",
+    "sorted_sales_by_date_trend": "no LABELS_SORTED (when written, the only finding was a "
+    "near-duplicate DATA_LEAKAGE warning that the fixed twin got too; that one is gone since "
+    "the chance share of near pairs is judged by the data's intrinsic dimension)",
 }
 FALSE_ALARMS = {
     "rows_weighted_sampler_class_weights": "warning LABEL_IMBALANCE | class 0 has 856 examples, "
     "class 3 only 72 (11.9:1) -- the fixed twin's WeightedRandomSampler(class_weights[labels]) "
     "feeds balanced batches; the imbalance is the raw table's, handled on purpose",
-    "onesided_denoise_crop_two_offsets": "validate_data raises DiagnosticsError: test_x: expected "
-    "rows of shape (1, 16, 16) like train_x, got (1, 24, 24)",
-    "sorted_sales_by_date_trend": "warning DATA_LEAKAGE | 162 of 219 test examples read (74%) are "
-    "near-duplicates of training examples: each lies within 0.25 of the distance that separates "
-    "distinct training examples (median distance to the 10th nearest training example 0.711; "
-    "theirs 0.121), e.g. test 10 ~ train 26, ... -- held-out days of the same period whose "
-    "features (weekday, promo, season, scaled date) sit between neighbouring training days; "
-    "their targets carry their own noise, nothing is copied",
 }
 
 

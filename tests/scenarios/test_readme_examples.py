@@ -80,3 +80,22 @@ def test_the_step_equivalence_tour_shows_what_its_script_prints():
     run = _run("docs/examples/step_equivalence_token_means.py")
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == shown.strip()
+
+
+def test_the_preflight_tour_shows_what_its_script_prints():
+    """Section 4 quotes its script's checklist: every line shown (cut at " ...") is in it, up
+    to its numbers (a loss after training steps differs in its last digits between CPUs)."""
+    start = README.index(">>> print(preflight(model, loss_fn, x, y, train_step=my_train_step))")
+    shown = README[start:README.index("\n\n", start)].splitlines()[1:]
+    run = _run("docs/examples/preflight_tour.py")
+    assert run.returncode == 0, run.stderr
+    def masked(text):
+        return re.sub(r"\d+(\.\d+)?", "#", text)
+    printed = [masked(line) for line in run.stdout.splitlines()]
+    for line in shown:
+        if line.lstrip().startswith("..."):
+            items = len([p for p in printed if p[:6] in ("  PASS", "  FAIL", "  SKIP")])
+            assert masked(f"({items} items") in masked(line)
+            continue
+        head = masked(line.removesuffix(" ...")).rstrip("#")
+        assert any(p.startswith(head) for p in printed), line

@@ -62,6 +62,7 @@ class Split:
     yielded: int = 0                   # ... examples it yielded
     distinct_yielded: int = 0          # ... distinct ones among them (by content)
     batches_in_pass: int | None = None
+    sampler_gap: str | None = None     # why a sampler cannot reach every index, in words
 
 
 def is_dataloader(value):
@@ -180,8 +181,10 @@ def _describe(loader, dataset, name):
     elif (getattr(sampler, "replacement", False) or hasattr(sampler, "weights")
           or (kind == "RandomSampler" and getattr(sampler, "num_samples", length) != length)):
         split.sampler_kind = "with-replacement"
+        split.sampler_gap = _short_weights(sampler, length)
     elif hasattr(sampler, "num_replicas") and getattr(sampler, "num_replicas", 1) > 1:
         split.sampler_kind = "partial"    # one rank's share (DistributedSampler)
+        split.sampler_gap = _replicas_without_ranks(sampler)
     else:
         split.sampler_kind = "covering"
     split.pass_indices = _pass_indices(loader, length)
@@ -190,6 +193,35 @@ def _describe(loader, dataset, name):
     except Exception:
         split.batches_in_pass = None
     return split
+
+
+def _short_weights(sampler, length):
+    """A weighted sampler holding fewer weights than the data set has examples: the indices
+    past its weights are never drawn (a weight per class given where one per example was
+    meant)."""
+    weights = getattr(sampler, "weights", None)
+    count = len(weights) if weights is not None and hasattr(weights, "__len__") else None
+    if count is None or count >= length:
+        return None
+    return (f"its {type(sampler).__name__} holds {count} weights for a data set of {length} "
+            f"examples: indices {count} to {length - 1} are never drawn (one weight per "
+            f"example is meant, e.g. class_weights[labels])")
+
+
+def _replicas_without_ranks(sampler):
+    """A DistributedSampler split among more replicas than the process group has ranks: the
+    other shares are read by no one."""
+    replicas = int(getattr(sampler, "num_replicas", 1))
+    try:
+        import torch.distributed as dist
+        world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    except Exception:   # no torch.distributed: one process
+        world = 1
+    if replicas <= world:
+        return None
+    return (f"its {type(sampler).__name__} splits the data among num_replicas={replicas}, "
+            f"but this process group has {world} rank{'s' if world > 1 else ''}: "
+            f"{replicas - world} of the {replicas} shares are read by no one")
 
 
 def _pass_indices(loader, length):

@@ -77,6 +77,8 @@ def _reading_errors(split):
 
 def _sampler_rows(split):
     passed = split.pass_indices
+    if split.sampler_gap is not None:
+        return [_sampler_gap(split)]
     if passed is None or split.sampler_kind in ("with-replacement", "partial"):
         return []
     if split.sampler_kind == "subset":
@@ -114,6 +116,19 @@ def _sampler_rows(split):
                     {"distinct": distinct, "source": len(source), "missing": len(missing),
                      "duplicates": duplicates, "outside": outside,
                      "example_missing": missing[:EXAMPLES], "where": "sampler"})]
+
+
+def _sampler_gap(split):
+    """A sampler meant to draw from part of the data or with weights that, as configured,
+    cannot reach some examples at all."""
+    passed = split.pass_indices
+    distinct = (len(np.unique(passed[(passed >= 0) & (passed < split.length)]))
+                if passed is not None else None)
+    seen = (f"one pass yields {distinct} distinct of the source's {split.length} examples: "
+            if distinct is not None else "")
+    return Finding("PIPELINE_ROWS_MISSING", "warning", "data",
+                   f"{split.name}: {seen}{split.sampler_gap}", _fix(),
+                   {"distinct": distinct, "source": split.length, "where": "sampler"})
 
 
 def _iterable_rows(split):

@@ -101,16 +101,9 @@ HEALTHY = [
     "healthy_seg_joint_crop_one_offset",
 ]
 MISSED = {
-    "rows_weighted_sampler_class_weights",
-    "rows_distributed_sampler_world4",
     "sorted_sales_by_date_trend",
 }
 MISSED_WHY = {
-    "rows_weighted_sampler_class_weights": "no PIPELINE_ROWS_MISSING: the only finding is "
-    "'warning LABEL_IMBALANCE | class 0 has 856 examples, class 3 only 72 (11.9:1)' -- the counts "
-    "of the whole table, not of the 4 distinct rows the sampler draws (the sampler seems not read)",
-    "rows_distributed_sampler_world4": "no finding at all (a DistributedSampler(num_replicas=4, "
-    "rank=0) yields 200 of 800 rows per pass)",
     "sorted_sales_by_date_trend": "no LABELS_SORTED (when written, the only finding was a "
     "near-duplicate DATA_LEAKAGE warning that the fixed twin got too; that one is gone since "
     "the chance share of near pairs is judged by the data's intrinsic dimension)",

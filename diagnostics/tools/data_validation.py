@@ -195,7 +195,8 @@ def _validate_arrays(train_x, train_y, test_x, test_y, num_classes, counts, read
         classes = _class_counts(train_y)
         if classes is not None:
             counts["class_counts"] = classes
-            findings.extend(_imbalance(classes))
+            if not _sampler_balances(reads.get("train"), train_y):
+                findings.extend(_imbalance(classes))
         if num_classes is not None:
             findings.extend(check_label_range(train_y, num_classes=num_classes))
     findings.extend(_normalisation(train_x))
@@ -362,6 +363,22 @@ def _class_counts(y):
 def _label(value):
     value = value.item()
     return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _sampler_balances(read, labels):
+    """The training loader's weighted sampler draws the classes within IMBALANCE_RATIO of each
+    other (a table balanced on purpose by its sampler), judged on the examples read."""
+    weights = None if read is None else read.split.sample_weights
+    if weights is None or len(read.split.indices) != len(labels):
+        return False
+    classes = _class_counts(labels)
+    if classes is None or len(classes) < 2:
+        return False
+    drawn = weights[np.asarray(read.split.indices, dtype=np.int64)]
+    flat = np.asarray(labels).reshape(len(labels), -1)
+    keys = np.argmax(flat, axis=1) if flat.shape[1] > 1 else flat[:, 0]
+    totals = [float(drawn[keys == value].sum()) for value in np.unique(keys)]
+    return min(totals) > 0 and max(totals) / min(totals) <= IMBALANCE_RATIO
 
 
 def _imbalance(classes):

@@ -41,3 +41,17 @@ def test_a_distributed_sampler_without_its_ranks_is_named():
     single = DataLoader(data, batch_size=32,
                         sampler=DistributedSampler(data, num_replicas=1, rank=0))
     assert not _rows(validate_data(single))
+
+
+def test_a_table_balanced_by_its_weighted_sampler_is_not_called_imbalanced():
+    generator = torch.Generator().manual_seed(1)
+    labels = torch.cat([torch.zeros(380, dtype=torch.long), torch.ones(20, dtype=torch.long)])
+    data = TensorDataset(torch.randn(400, 8, generator=generator), labels)
+    inverse = 1.0 / torch.bincount(labels).double()
+
+    def imbalance(loader):
+        return [f for f in validate_data(loader) if f.code == "LABEL_IMBALANCE"]
+    balanced = DataLoader(data, batch_size=32,
+                          sampler=WeightedRandomSampler(inverse[labels], num_samples=400))
+    assert not imbalance(balanced)
+    assert imbalance(DataLoader(data, batch_size=32, shuffle=True))

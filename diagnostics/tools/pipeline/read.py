@@ -63,6 +63,7 @@ class Split:
     distinct_yielded: int = 0          # ... distinct ones among them (by content)
     batches_in_pass: int | None = None
     sampler_gap: str | None = None     # why a sampler cannot reach every index, in words
+    sample_weights: np.ndarray | None = None   # a weighted sampler's weight per example
 
 
 def is_dataloader(value):
@@ -182,6 +183,10 @@ def _describe(loader, dataset, name):
           or (kind == "RandomSampler" and getattr(sampler, "num_samples", length) != length)):
         split.sampler_kind = "with-replacement"
         split.sampler_gap = _short_weights(sampler, length)
+        weights = getattr(sampler, "weights", None)
+        if split.sampler_gap is None and weights is not None and len(weights) == length:
+            split.sample_weights = np.asarray(numpy_of(weights) if numpy_of(weights) is not None
+                                              else weights, dtype=np.float64)
     elif hasattr(sampler, "num_replicas") and getattr(sampler, "num_replicas", 1) > 1:
         split.sampler_kind = "partial"    # one rank's share (DistributedSampler)
         split.sampler_gap = _replicas_without_ranks(sampler)

@@ -109,9 +109,6 @@ MISSED_WHY = {
     "the chance share of near pairs is judged by the data's intrinsic dimension)",
 }
 FALSE_ALARMS = {
-    "rows_weighted_sampler_class_weights": "warning LABEL_IMBALANCE | class 0 has 856 examples, "
-    "class 3 only 72 (11.9:1) -- the fixed twin's WeightedRandomSampler(class_weights[labels]) "
-    "feeds balanced batches; the imbalance is the raw table's, handled on purpose",
 }
 
 

@@ -187,6 +187,20 @@ def test_grad_scaler_scaling_unscaling_and_clipping_match():
     assert "_scales_recorded" not in repr(torch.amp.GradScaler.scale)
 
 
+def test_a_step_the_grad_scaler_skips_is_not_judged_not_blamed():
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 12)
+
+    def step(model, batch, optimizer):
+        inputs, targets = batch
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(inputs), targets) * float("inf")   # overflows, as fp16 can
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    result = _check(step)
+    assert result.passed and "GradScaler skipped" in result[0].message, str(result)
+
+
 def test_batch_norm_micro_batches_weighted_by_their_share_pass():
     result = _check(_accumulate(3), model=_mlp(norm=True))
     assert result.passed, str(result)

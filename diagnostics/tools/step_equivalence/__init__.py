@@ -138,6 +138,10 @@ def _attempt(torch, model, optimizer, loss_fn, inputs, targets, *, key, train_st
                            keywords=tuple(batch_inputs) if isinstance(batch_inputs, dict) else (),
                            positional=(len(batch_inputs) if isinstance(batch_inputs, tuple)
                                        else 0 if isinstance(batch_inputs, dict) else 1))
+    if capture.error == NO_STEP and capture.scaled:
+        return [_not_judged("a GradScaler skipped optimizer.step() (the scaled gradients held "
+                            "inf or NaN, as it does while it settles its scale); run the check "
+                            "with a smaller init_scale or after a few steps")]
     if capture.error == NO_STEP:
         return [Finding("STEP_NOT_OBJECTIVE", "warning", "train_step", NO_STEP,
                         suggestion="call optimizer.step() (or scaler.step(optimizer)) once "

@@ -57,6 +57,7 @@ class StepCapture:
     error: str | None
     backward_passes: int = 0
     cleared_after: tuple[int, ...] = ()   # zero_grad() calls, by the backward passes before
+    scaled: bool = False                  # a GradScaler scaled the loss
 
 
 def capture_step(torch, model, optimizer, train_step, batch, *, batch_rows, keywords=(),
@@ -127,7 +128,7 @@ def capture_step(torch, model, optimizer, train_step, batch, *, batch_rows, keyw
         applied=applied.get("vector"), after_backward=after,
         calls=tuple(calls), stepped=stepped, other_optimizer=applied.get("other", False),
         error=None if stepped else error, backward_passes=passes[0],
-        cleared_after=tuple(cleared))
+        cleared_after=tuple(cleared), scaled=bool(scales))
 
 
 @contextlib.contextmanager

@@ -29,7 +29,9 @@ SCRIPT = textwrap.dedent("""
         loss.backward()
         opt.step()
         if step == 30:
-            if bug == "ctrl_c":
+            if bug == "ctrl_c":   # a terminal's Ctrl-C, whatever the parent left inherited
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
                 os.kill(os.getpid(), signal.SIGINT)
             if bug != "eval_in_train_mode":
                 model.eval()

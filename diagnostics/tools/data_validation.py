@@ -60,9 +60,13 @@ class DataReport:
         return to_jsonable({"passed": self.passed, "counts": self.counts,
                             "findings": [finding.to_dict() for finding in self.findings]})
 
+    @property
+    def sizes(self):
+        """The counts that are numbers, in words: ``train_rows 477, test_rows 175, ...``."""
+        return ", ".join(f"{k} {v}" for k, v in self.counts.items() if not isinstance(v, dict))
+
     def __str__(self):
-        sizes = ", ".join(f"{k} {v}" for k, v in self.counts.items() if not isinstance(v, dict))
-        head = f"data validation: {'PASSED' if self.passed else 'FAILED'} ({sizes})"
+        head = f"data validation: {'PASSED' if self.passed else 'FAILED'} ({self.sizes})"
         lines = [head] + [f"  {line}" for finding in self.findings
                           for line in str(finding).splitlines()]
         if not self.findings:

@@ -116,6 +116,5 @@ def data_pipeline(run: Run) -> Outcome:
     """``validate_data`` over the training Dataset/DataLoader (and the test one)."""
     report = validate_data(run.data, test=run.test_data)
     alarms = [finding for finding in report.findings if finding.is_alarm]
-    sizes = ", ".join(f"{k} {v}" for k, v in report.counts.items() if not isinstance(v, dict))
-    return judged("; ".join(first_line(f) for f in alarms) or f"no finding ({sizes})",
+    return judged("; ".join(first_line(f) for f in alarms) or f"no finding ({report.sizes})",
                   report.findings)

@@ -16,13 +16,13 @@ info); so is a GradScaler's scaling.
 import contextlib
 import copy
 import dataclasses
-import random
 
 import numpy as np
 
 from ...backends import get_backend
 from ...errors import require
 from ...findings import Finding
+from ...monitor.kinds import DROPOUT, module_kind
 from .._training import check_callable
 from ..check_result import CheckResult
 from . import judge
@@ -97,7 +97,7 @@ def _check(model, loss_fn, inputs, targets, *, train_step, optimizer, precision,
             "optimizer", "a torch.optim optimizer", type(optimizer).__name__)
     failures, own = [], str(trainable(model)[0].dtype).removeprefix("torch.")
     for attempt in dict.fromkeys((precision, own if own in TOLERANCE else precision)):
-        with _untouched(torch, model) as original, _rng_kept(torch):
+        with _untouched(torch, model) as original, _rng_kept(backend):
             result = _attempt(torch, model, optimizer, loss_fn, inputs, targets, key=key,
                               train_step=train_step, precision=attempt, declared=declared,
                               seed=seed)
@@ -393,7 +393,7 @@ def _silence_dropout(torch, model):
     """Dropout off in the copy (layers, attention's and recurrent nets' own), so the step and
     the objective see one deterministic network."""
     for module in model.modules():
-        if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+        if module_kind(module) == DROPOUT:
             module.p = 0.0
         elif isinstance(module, (torch.nn.MultiheadAttention, torch.nn.RNNBase)):
             module.dropout = 0.0
@@ -432,11 +432,10 @@ def _untouched(torch, model):
 
 
 @contextlib.contextmanager
-def _rng_kept(torch):
-    python, numpy = random.getstate(), np.random.get_state()
-    with torch.random.fork_rng(devices=[]):
-        try:
-            yield
-        finally:
-            random.setstate(python)
-            np.random.set_state(numpy)
+def _rng_kept(backend):
+    """The global generators (NumPy's, Python's, torch's) put back as they were."""
+    state = backend.rng_state()
+    try:
+        yield
+    finally:
+        backend.set_rng_state(state)

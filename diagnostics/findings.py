@@ -84,6 +84,8 @@ CODES = {
                        "swapped)",
     "TRANSFORM_ONE_SIDED": "a random flip, crop or shift applied to the input but not to "
                            "its aligned target (mask, per-step labels)",
+    "STEPS_SKIPPED": "the step guard kept bad optimizer steps (NaN/inf or spiking gradients) "
+                     "from being applied, or retried transient faults",
 }
 
 

@@ -1,5 +1,6 @@
 """``Monitor``: watch a training loop through hooks: statistics, loss health and findings."""
 from collections import deque
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -11,12 +12,14 @@ from ..validators import check_float, check_int
 from .checks import FULL_CHECK_STEPS, run_each
 from .collector import Collector
 from .distributed import SINKS_ON, RankExchange, broadcasts_buffers, process_group, unwrap
+from .guard import DEFAULT_MAX_CONSECUTIVE_SKIPS, GUARD_MODES
 from .history import History, columns_for
 from .kernels import kernels_for
 from .layout import Layout, learning_rates
 from .lifecycle import FindingLog
 from .probes import PROBES, Context, Probe
 from .probes.ranks import RanksProbe
+from .probes.step_gradients import StepGradients
 from .records import Sample
 from .report import MonitorReport
 from .settings import DEFAULT_EVERY, DEFAULT_WINDOW, Thresholds
@@ -68,10 +71,17 @@ class Monitor:
     clipping called before ``scaler.unscale_`` (``probes/clipping.py``); ``close()`` restores
     them.
 
-    ``per_step_gradients=True`` adds the per-step tier: the norm of every ``.grad`` at every
-    ``step``, so a NaN/inf gradient or a one-step spike of the norm is reported at the step it
-    happens (one more pass over the gradients per step; ``benchmarks/monitor_overhead.py``
-    prints its cost).
+    The per-step tier (``per_step_gradients``, on by default) reads the norm of every
+    ``.grad`` at every optimizer step (at its step pre-hook with a torch optimizer, before the
+    step applies them), so a NaN/inf gradient or a spike of the norm far above the run's own
+    recent steps is reported at the step it happens, traced to its batch when that batch holds
+    NaN or inf. ``guard`` says what to do with such a step: ``None`` reports it; ``"skip"``
+    keeps the optimizer from applying it (parameters and optimizer state as if the step had not
+    been taken; ``monitor.skipped_steps``), stopping after ``max_consecutive_skips`` in a row;
+    ``"stop"`` raises ``GuardStopped`` before it is applied, once the report is written.
+    ``guard_replay=True`` replays a bad step from its start on the same batch: a fault that
+    does not come back is transient and the step is retried with the replay's gradients
+    (``guard.py``, ``replay.py``). The guard needs a torch optimizer.
     Each signal is a probe (``monitor.probes``); the Monitor schedules the sampled steps,
     runs their one transfer, runs the checks, keeps the findings and feeds the sinks.
     Inside a torch.distributed job (``model`` may be the DDP wrapper) every rank builds its
@@ -88,7 +98,9 @@ class Monitor:
 
     def __init__(self, model, optimizer=None, *, every=DEFAULT_EVERY, window=DEFAULT_WINDOW,
                  sinks=(), on_finding=None, on_resolved=None, thresholds=None, scaler=None,
-                 per_step_gradients=False, output=None, sinks_on="rank0", rank_timeout=300.0):
+                 per_step_gradients=True, guard=None, guard_replay=False,
+                 max_consecutive_skips=DEFAULT_MAX_CONSECUTIVE_SKIPS, output=None,
+                 sinks_on="rank0", rank_timeout=300.0):
         buffers_broadcast = broadcasts_buffers(model)
         model = unwrap(model)
         backend = get_backend(model)
@@ -105,6 +117,9 @@ class Monitor:
         _require_scaler(scaler, backend)
         require(isinstance(per_step_gradients, bool), "per_step_gradients", "True or False",
                 repr(per_step_gradients))
+        _require_guard(guard, guard_replay, optimizer, backend)
+        max_consecutive_skips = check_int(max_consecutive_skips, "max_consecutive_skips",
+                                          minimum=1)
         require(thresholds is None or isinstance(thresholds, Thresholds), "thresholds",
                 "a diagnostics.monitor.Thresholds or None", type(thresholds).__name__)
         sinks = _checked_sinks(sinks)
@@ -122,11 +137,14 @@ class Monitor:
         self._owner = None           # the probe whose code runs now: owns the hooks it adds
         self._hook_failures = []     # (owner, error) of hooks that raised, settled at step()
         self._silenced = set()       # ids of owners whose hooks raised: their hooks do nothing
+        self._quiet = False          # a replay runs: every hook of the Monitor does nothing
         self._ctx = Context(backend=_GuardedHooks(backend, self), kernels=kernels, layout=layout,
                             collector=self._collector, history=None,
                             thresholds=self.thresholds, window=window, optimizer=optimizer,
                             scaler=scaler, per_step_gradients=per_step_gradients,
-                            output=output)
+                            guard=guard, guard_replay=guard_replay,
+                            max_consecutive_skips=max_consecutive_skips, output=output,
+                            report_now=self._report_now, hooks_quiet=self._hooks_quiet)
         group = process_group()
         probe_classes = _ordered(PROBES + ((RanksProbe,) if group else ()))
         _require_one_publisher(probe_classes)
@@ -220,6 +238,14 @@ class Monitor:
     def history(self):
         return self._history
 
+    @property
+    def skipped_steps(self):
+        """The optimizer steps the guard kept from being applied (``guard.BadStep`` records,
+        ``.step``, ``.batches``, ``.reason``, ``.detail``), in order; the first 20."""
+        state = self._view().signal(StepGradients)
+        return () if state is None else tuple(
+            b for b in state.bad if b.action in ("skipped", "stopped"))
+
     def close(self):
         """Remove every hook and close the sinks; idempotent. ``report()`` still works."""
         if self._closed:
@@ -274,6 +300,8 @@ class Monitor:
     def _on_forward_start(self, module, args, kwargs):
         """Forward pre-hook on the model, always attached: every model call, for the probes
         that watch them (evaluation passes, the optimizer's step, the input)."""
+        if self._quiet:
+            return None
         self._each("on_forward", args, kwargs, self._backend.grad_enabled())
         return None
 
@@ -343,8 +371,9 @@ class Monitor:
             f"publishes={tuple(k.__name__ for k in type(probe).publishes)}, one value each"))
         return False
 
-    def _run_checks(self, view, *, urgent_only=False):
-        step = self._history.steps - 1   # the iteration that just ended
+    def _run_checks(self, view, *, urgent_only=False, step=None):
+        if step is None:
+            step = self._history.steps - 1   # the iteration that just ended
         for finding in self._log.update(step, run_each(view, urgent_only=urgent_only,
                                                     skip=self._failed_checks,
                                                     on_error=self._check_failed)):
@@ -413,7 +442,7 @@ class Monitor:
         owner = self._owner
 
         def shielded(*args, **kwargs):
-            if id(owner) in self._silenced:
+            if self._quiet or id(owner) in self._silenced:
                 return None
             outer, self._owner = self._owner, owner
             try:
@@ -469,6 +498,23 @@ class Monitor:
         if self._log.record(finding, key=(finding.code, what), step=self._ctx.step):
             if self._on_finding is not None:
                 self._on_finding(finding)
+
+    def _report_now(self):
+        """The report with the urgent checks run at the step under way (the guard's, before
+        it stops the training); the findings go to the callbacks and sinks as usual."""
+        self._settle_hook_failures()
+        self._gather()
+        view = self._view()
+        self._run_checks(view, urgent_only=True, step=self._ctx.step)
+        return self.report()
+
+    @contextmanager
+    def _hooks_quiet(self):
+        outer, self._quiet = self._quiet, True
+        try:
+            yield
+        finally:
+            self._quiet = outer
 
     def _histograms(self):
         backend, arrays = self._backend, {}
@@ -529,6 +575,20 @@ class _GuardedHooks:
     def add_forward_pre_hook(self, module, hook, *, with_kwargs=False):
         return self._backend.add_forward_pre_hook(module, self._monitor._shielded(hook),
                                                   with_kwargs=with_kwargs)
+
+
+def _require_guard(guard, guard_replay, optimizer, backend):
+    require(guard in GUARD_MODES, "guard", f"one of {GUARD_MODES}", repr(guard))
+    require(isinstance(guard_replay, bool), "guard_replay", "True or False", repr(guard_replay))
+    require(not guard_replay or guard == "skip", "guard_replay",
+            "False unless guard='skip' (a replayed fault that clears is retried)",
+            f"True with guard={guard!r}")
+    if guard is not None:
+        hookable = any(callable(getattr(o, "register_step_pre_hook", None))
+                       for o in (optimizer, getattr(optimizer, "optimizer", None)))
+        require(backend.name == "torch" and hookable, "guard",
+                "None unless the Monitor is given a torch optimizer (the guard acts at its "
+                "step)", f"guard={guard!r} with {type(optimizer).__name__}")
 
 
 def _require_scaler(scaler, backend):

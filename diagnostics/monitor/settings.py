@@ -74,9 +74,13 @@ class Thresholds:
     # moment (a validation pass whose model.train() comes a step late)
     eval_mode_min_steps: int = 5
     # EXPLODING_GRADIENTS of the per-step tier: the norm against the median of the last
-    # ``spike_history`` steps, judged once ``spike_min_history`` are known
+    # ``spike_history`` steps, judged once ``spike_min_history`` are known; a spike is above
+    # ``spike_factor`` times the median and above exp(``spike_spread`` * MAD of the log norms)
+    # times it (a run whose norm wanders needs a larger jump)
     spike_history: int = 50
     spike_min_history: int = 10
+    spike_factor: float = 100.0
+    spike_spread: float = 10.0
     # UNREGISTERED_PARAMETERS: sampled steps a tensor outside the model and the optimizer is
     # seen at, unchanged, before it is reported (a tensor edited by hand changes once)
     unregistered_sightings: int = 3

@@ -14,7 +14,7 @@ from . import (activations, clipping, eval_randomness, frozen_norm, gradients, g
 FULL_CHECK_STEPS = 50
 
 URGENT = (loss.nan_loss, gradients.stale_gradients, gradients.exploding_gradients,
-          mixed_precision.amp_overflow, step_gradients.gradient_spike,
+          mixed_precision.amp_overflow) + step_gradients.CHECKS + (
           # root causes whose evidence is counted per step, cheap to read: seen before the
           # symptoms they cause are reported
           step_contract.gradients_cleared_before_step, step_contract.clip_has_no_effect)

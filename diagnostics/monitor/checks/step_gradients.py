@@ -1,49 +1,149 @@
-"""The per-step tier's check (``Monitor(per_step_gradients=True)``): the latest step's
-gradient norm, NaN/inf or a one-step spike, reported at the step it happened."""
-import math
-
-import numpy as np
-
+"""The per-step tier's checks: the bad steps it judged (NaN/inf gradients, norm spikes), each
+reported at the step it happened with where it came from, and the step guard's account of
+what it did with them (``probes/step_gradients.py``, ``guard.py``)."""
 from ...findings import Finding
 from ..probes.step_gradients import StepGradients
 from .advice import clip_gradients, lower_learning_rate
 
 
-def gradient_spike(view):
+def nonfinite_batch(view):
+    """DATA_NONFINITE: a bad step whose own batch holds NaN or inf (the root cause)."""
     state = view.signal(StepGradients)
-    if state is None or state.norms.size == 0:
+    found = [b for b in state.bad if b.source == "data"] if state is not None else []
+    if not found:
         return []
-    step, total = int(state.steps[-1]), float(state.norms[-1])
-    if not math.isfinite(total):
-        if state.loss_scaling:
-            return []   # a step the GradScaler skips: counted by the mixed-precision probe
-        broken = [name for name, norm in state.latest.items() if not math.isfinite(norm)]
-        return [Finding(
-            "EXPLODING_GRADIENTS", "error", broken[0],
-            f"the gradient of {broken[0]} holds NaN or inf at step {step} ({len(broken)} "
-            f"parameters affected), seen by the per-step tier after the optimizer's step",
-            f"{clip_gradients(view)}; {lower_learning_rate(view)}; look for log(0) or "
-            f"division by zero in forward; BatchNorm/LayerNorm",
-            {"step": step, "parameters": broken, "suggested_clip": view.clip_value(),
-             "calm_gradient_norms": int(view.calm_gradient_norms().size)})]
-    history = state.norms[-view.thresholds.spike_history - 1:-1]
-    history = history[np.isfinite(history)]
-    if history.size < view.thresholds.spike_min_history:
-        return []
-    median = float(np.median(history))
-    factor = view.thresholds.gradient_growth
-    if not total > factor * median:
-        return []
-    largest = max(state.latest, key=state.latest.get)
+    first = found[0]
     return [Finding(
-        "EXPLODING_GRADIENTS", "warning", largest,
-        f"the total gradient norm jumped to {total:.4g} at step {step}, {total / median:.3g} "
-        f"times the median {median:.4g} of the {history.size} steps before (above "
-        f"{factor:g}x); the largest is {largest}'s ({state.latest[largest]:.4g})",
-        f"{clip_gradients(view)}; {lower_learning_rate(view)}; look for the batch of step "
-        f"{step} (an outlier or a corrupt example)",
-        {"step": step, "gradient_norm": total, "median_norm": median,
-         "largest_parameter": largest, "suggested_clip": view.clip_value()})]
+        "DATA_NONFINITE", "error", "data",
+        f"{first.detail}: the gradient of step {first.step} is NaN or inf from it "
+        f"({len(found)} such step{'s' if len(found) > 1 else ''}; {_what_became(found)})",
+        f"find and drop or fix that example (np.isnan(x).any() per example; a division by a "
+        f"zero std or a log(0) in preprocessing); validate_data(x, y) checks the whole set"
+        f"{_guard_advice(state)}",
+        {"step": first.step, "batches": list(first.batches), "steps": [b.step for b in found],
+         "detail": first.detail})]
 
 
-CHECKS = (gradient_spike,)
+def nonfinite_gradient(view):
+    """EXPLODING_GRADIENTS (error): a step whose gradient holds NaN or inf, not from its
+    batch's data and not a transient fault the replay cleared."""
+    state = view.signal(StepGradients)
+    if state is None:
+        return []
+    found = [b for b in state.bad if b.reason == "nonfinite" and b.source != "transient"]
+    if not found:
+        return []
+    first = found[0]
+    source = f"; {first.detail}" if first.detail else ""
+    return [Finding(
+        "EXPLODING_GRADIENTS", "error", first.parameter,
+        f"the gradient holds NaN or inf at step {first.step} (batch {first.batches[1]}) in "
+        f"{first.nonfinite} parameters, {first.parameter} the nearest the output{source}; "
+        f"{_count(found, state)} ({_what_became(found)})",
+        _nonfinite_advice(view, first, state),
+        {"step": first.step, "batches": list(first.batches), "parameter": first.parameter,
+         "source": first.source, "steps": [b.step for b in found],
+         "suggested_clip": view.clip_value()})]
+
+
+def gradient_spike(view):
+    """EXPLODING_GRADIENTS (warning): a step whose gradient norm jumped far above the run's
+    recent steps (``probes/step_gradients.py`` says how far is far)."""
+    state = view.signal(StepGradients)
+    if state is None:
+        return []
+    found = [b for b in state.bad if b.reason == "spike" and b.source != "transient"]
+    if not found:
+        return []
+    first = found[0]
+    source = f"; {first.detail}" if first.detail else ""
+    return [Finding(
+        "EXPLODING_GRADIENTS", "warning", first.parameter,
+        f"the total gradient norm jumped to {first.norm:.4g} at step {first.step} (batch "
+        f"{first.batches[1]}), {first.norm / first.median:.3g} times the median "
+        f"{first.median:.4g} of the steps before; the largest is {first.parameter}'s"
+        f"{source}; {_count(found, state)} ({_what_became(found)})",
+        f"look at the batch of step {first.step} (an outlier or a corrupt example); "
+        f"{clip_gradients(view)}; {lower_learning_rate(view)}{_guard_advice(state)}",
+        {"step": first.step, "batches": list(first.batches), "gradient_norm": first.norm,
+         "median_norm": first.median, "largest_parameter": first.parameter,
+         "steps": [b.step for b in found], "suggested_clip": view.clip_value()})]
+
+
+def steps_skipped(view):
+    """STEPS_SKIPPED: what the guard did: steps it kept from being applied (a warning: their
+    batches did not train the model) and transient faults it retried (an info)."""
+    state = view.signal(StepGradients)
+    if state is None or state.guard is None:
+        return []
+    skipped = [b for b in state.bad if b.action in ("skipped", "stopped")]
+    retried = [b for b in state.bad if b.action == "retried"]
+    if not skipped and not retried:
+        return []
+    parts = []
+    if skipped:
+        listed = ", ".join(f"step {b.step} (batch {b.batches[1]}, {_reason(b)})"
+                           for b in skipped[:5])
+        parts.append(f"the guard kept {len(skipped)} optimizer step"
+                     f"{'s' if len(skipped) > 1 else ''} from being applied: {listed}"
+                     f"{', ...' if len(skipped) > 5 else ''}")
+    if retried:
+        parts.append(f"{len(retried)} transient fault{'s' if len(retried) > 1 else ''} "
+                     f"(not reproduced by a replay of the same batch) retried with the "
+                     f"replay's gradients: step{'s' if len(retried) > 1 else ''} "
+                     f"{', '.join(str(b.step) for b in retried[:5])}")
+    return [Finding(
+        "STEPS_SKIPPED", "warning" if skipped else "info", "optimizer",
+        "; ".join(parts) + "; the parameters and the optimizer's state are as if those steps "
+        "had not been taken",
+        "the finding each skipped step follows from says why it was bad; fix that cause "
+        "(a skipped step's batch does not train the model)" if skipped else
+        "nothing to change in the training code; faults that do not reproduce come from the "
+        "hardware or the environment: watch how often they happen",
+        {"skipped": [b.step for b in skipped], "retried": [b.step for b in retried],
+         "batches": [list(b.batches) for b in skipped]})]
+
+
+def _reason(bad):
+    return "NaN/inf gradient" if bad.reason == "nonfinite" else (
+        f"norm {bad.norm / bad.median:.3g}x the median")
+
+
+def _count(found, state):
+    total = sum(1 for b in state.bad if b.reason == found[0].reason)
+    return ("the only such step so far" if total == 1 and state.bad_count == 1
+            else f"{total} such steps among the first {len(state.bad)} bad steps "
+                 f"({state.bad_count} in all)")
+
+
+def _what_became(found):
+    actions = {b.action for b in found}
+    if actions == {"applied"}:
+        return "the optimizer applied it" if len(found) == 1 else "the optimizer applied them"
+    words = {"applied": "applied", "skipped": "skipped by the guard",
+             "stopped": "the guard stopped the training", "retried": "retried"}
+    return ", ".join(words[a] for a in ("applied", "skipped", "retried", "stopped")
+                     if a in actions)
+
+
+def _guard_advice(state):
+    if state.guard is None:
+        return ("; Monitor(guard='skip') keeps such a step from being applied (and "
+                "guard_replay=True tells a transient fault from a reproducible one)")
+    return ""
+
+
+def _nonfinite_advice(view, first, state):
+    if first.source == "loss":
+        lead = ("look at the loss and the targets of that batch (a log(0), a division by "
+                "zero, a target out of the loss's range)")
+    elif first.source == "forward":
+        lead = (f"look at the forward of the module named in the message on that batch "
+                f"(a log or sqrt of a non-positive value, a division by zero, an overflow)")
+    else:
+        lead = (f"{lower_learning_rate(view)}; look for log(0), sqrt(0) or a division by zero "
+                f"in forward or in the loss")
+    return f"{lead}; {clip_gradients(view)}{_guard_advice(state)}"
+
+
+CHECKS = (nonfinite_batch, nonfinite_gradient, gradient_spike, steps_skipped)

@@ -30,7 +30,7 @@ probe                     signal
 ``MixedPrecisionProbe``   autocast's dtype, a GradScaler's scale and its skipped steps
 ``EvalRandomnessProbe``   a few evaluation passes replayed twice: dropout still on in eval
                           mode (``F.dropout`` without ``training=``, a flag of its own)
-``StepGradientsProbe``    opt-in: the gradient norm at every step (NaN/inf, spikes)
+``StepGradientsProbe``    the gradient norm at every step (NaN/inf, spikes); the guard
 ``ClippingProbe``         with a GradScaler: clipping called before ``scaler.unscale_``
 ``OptimizerEpsProbe``     an optimizer ``eps`` that its parameters' dtype rounds away
 ``UnregisteredProbe``     tensors with gradients outside the model and the optimizer that
@@ -100,10 +100,13 @@ from .updates import UpdatesProbe
 
 PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsProbe,
           UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, TrainingModeProbe,
-          ProbabilitiesProbe, MixedPrecisionProbe, StepGradientsProbe, ScheduleProbe,
+          ProbabilitiesProbe, MixedPrecisionProbe, ScheduleProbe,
           StepContractProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe,
           UnregisteredProbe, OtherOptimizerProbe, ModelStructureProbe,
-          FrozenNormProbe, LossInputsProbe)
+          FrozenNormProbe, LossInputsProbe,
+          # last: its step pre-hook may set the gradients aside (the guard), after the
+          # others' hooks have read them
+          StepGradientsProbe)
 
 __all__ = ["PROBES", "Context", "Probe", "Signal", "ActivationsProbe", "ClippingProbe",
            "EvalRandomnessProbe", "FrozenNormProbe", "GradientsProbe", "GraphProbe", "InputsProbe",

@@ -46,7 +46,13 @@ class Context:
     scaler: Any = None     # the torch.amp.GradScaler the Monitor was given, if any
     loss_scaling: bool = False   # gradients may come from a scaled loss (a scaler was given,
                                  # or fp16 autocast was seen): inf/NaN ones are skipped steps
-    per_step_gradients: bool = False   # the opt-in per-step tier (StepGradientsProbe)
+    per_step_gradients: bool = True    # the per-step tier (StepGradientsProbe)
+    guard: str | None = None           # the step guard's mode (``monitor.guard``)
+    guard_replay: bool = False
+    max_consecutive_skips: int = 10
+    report_now: Any = None   # the Monitor's report with the urgent checks run now (the guard
+                             # writes it before it stops the training)
+    hooks_quiet: Any = None  # a context manager: the Monitor's hooks do nothing inside it
     step: int = 0          # the iteration under way
     sample: Sample | None = None  # its ``Sample`` when it is sampled, else None
     walked: tuple | None = None   # (loss, its GraphWalk) of this step's ``on_step``, then dropped

@@ -7,7 +7,8 @@ every parameter, and the window's AdamW step writes NaN into the weights: one ba
 of four ruins the optimizer step of its window, and the run.
 Fixed: the dropped sample is interpolated from its neighbours (the value it should have had).
 Idiom: a shuffling ``DataLoader`` over epochs, 4 micro-batches per optimizer step with
-``(i + 1) % ACCUM == 0``, each loss divided by ACCUM, ``clip_grad_norm_``, AdamW, dropout on.
+``(i + 1) % ACCUM == 0``, each loss divided by ACCUM, ``clip_grad_norm_``, AdamW, dropout on;
+an epoch's last micro-batches that do not fill a window are read but not run.
 """
 import torch
 from torch import nn
@@ -65,9 +66,12 @@ def run(fixed, *, guard=None, guard_replay=False, **reference):
 
     def train(control):
         model.train()
+        usable = len(loader) // ACCUM * ACCUM   # the micro-batches that fill whole windows
         for _ in range(EPOCHS):
             optimizer.zero_grad()
             for i, (xb, yb) in enumerate(loader):
+                if i >= usable:
+                    continue
                 loss = loss_fn(model(xb), yb) / ACCUM
                 loss.backward()
                 if (i + 1) % ACCUM == 0:

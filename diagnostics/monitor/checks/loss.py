@@ -64,13 +64,15 @@ def loss_diverging(view):
     initial, then, now = levels.initial, levels.then, levels.now
     chance, best = view.chance_loss, view.best_loss_level
     factor = view.thresholds.diverging_factor
-    if now > factor * abs(then) and now > initial:
+    # a level of exactly 0 is no scale to grow from: a loss that is exactly 0 at most steps
+    # carries no signal there (a sparse reward, a satisfied margin), no float loss is 0
+    if then > 0 and now > factor * then and now > initial:
         reason = f"grew from {then:.4g} to {now:.4g} over the last {levels.steps} steps"
     elif (best is not None and now > factor * best and now - best > 0.1 * abs(initial)
           and now - best > view.thresholds.diverging_rebound_share * (initial - best)):
         reason = (f"climbed back to {now:.4g} after reaching {best:.4g} (the best median of "
                   f"{LEVEL_STEPS} steps)")
-    elif now > 1.5 * abs(initial) and now > initial:
+    elif initial > 0 and now > 1.5 * initial:
         reason = f"is at {now:.4g}, {now / initial:.2g} times its first value ({initial:.4g})"
     elif (chance is not None and now > initial
           and now > (1 + 2 * view.thresholds.chance_tolerance) * chance):
@@ -88,7 +90,9 @@ def _signed_diverging(view, levels):
     earlier = levels.recent[:quarter]
     spread = float(np.median(np.abs(earlier - np.median(earlier))))
     limit = view.thresholds.signed_diverging_spread
-    if not levels.now - levels.then > limit * max(spread, np.finfo(float).tiny):
+    if spread == 0:     # the same value at most earlier steps (0 from a sparse reward): no
+        return []       # signal there, and no scale to measure a rise by
+    if not levels.now - levels.then > limit * spread:
         return []
     reason = (f"grew from {levels.then:.4g} to {levels.now:.4g} over the last {levels.steps} "
               f"steps, more than {limit:g} times its earlier spread ({spread:.3g})")

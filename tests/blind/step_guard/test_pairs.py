@@ -109,6 +109,15 @@ BIT_EXACT = ["mlp_layernorm_ratio_inf", "cnn_blank_frame_zero_std", "gru_log_cou
 # guard has run on them, with the reason (strict xfail), never by editing a program
 MISSED = {}
 FALSE_ALARMS = {}
+# (pair) -> why the replay's retry cannot happen; strict xfail: a fix must delete the entry
+MISSED_RETRY = {
+    "lstm_transient_flipped_activation":
+        "the fault is in the forward (a NaN in a module's output, once): the replay's forward "
+        "is clean and the fault is named transient, but the gradient the loss sent back was "
+        "computed from the NaN output and the loss is the user's code, which the guard cannot "
+        "call from inside optimizer.step(): the step is dropped (counted transient), not "
+        "retried",
+}
 
 
 def _mod(name):
@@ -203,7 +212,8 @@ def test_guard_skip_drops_exactly_bad_steps(name):
     assert _close(mod, out["metric"], fixed["metric"]), (name, out["metric"], fixed["metric"])
 
 
-@pytest.mark.parametrize("name", [n for n in PAIRS if _mod(n).KIND == "transient"])
+@pytest.mark.parametrize("name", _marked([n for n in PAIRS if _mod(n).KIND == "transient"],
+                                         MISSED_RETRY))
 def test_guard_replay_retries_transient_fault(name):
     mod = _mod(name)
     out = _run(name, False, guard="skip", guard_replay=True)

@@ -11,8 +11,9 @@ parameters' gradients again. Gradients that come out finite, where the step's we
 the run's usual size, where the step's spiked), mean a transient fault: the step is retried
 with them. A fault that made the forward's own output NaN or inf and does not come back is
 transient too, but the loss's gradient of that pass is not usable and the loss is the
-user's code: that step is dropped (and counted as transient). The Monitor's hooks are quiet during the replay; the user's hooks run, the buffers
-(BatchNorm statistics) and every random generator are put back afterwards.
+user's code: that step is dropped (and counted as transient). The Monitor's hooks are quiet
+during the replay; the user's hooks run, the buffers (BatchNorm statistics) and every random
+generator are put back afterwards.
 """
 import math
 from dataclasses import dataclass, field

@@ -138,8 +138,8 @@ def _nonfinite_advice(view, first, state):
         lead = ("look at the loss and the targets of that batch (a log(0), a division by "
                 "zero, a target out of the loss's range)")
     elif first.source == "forward":
-        lead = (f"look at the forward of the module named in the message on that batch "
-                f"(a log or sqrt of a non-positive value, a division by zero, an overflow)")
+        lead = ("look at the forward of the module named in the message on that batch "
+                "(a log or sqrt of a non-positive value, a division by zero, an overflow)")
     else:
         lead = (f"{lower_learning_rate(view)}; look for log(0), sqrt(0) or a division by zero "
                 f"in forward or in the loss")

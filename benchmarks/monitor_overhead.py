@@ -11,10 +11,12 @@ spread over rounds, each on freshly built loops created in a rotated order, and 
 line after the plain step prints a second no-monitor loop built alongside, whose ratio is
 that noise. A fourth loop, "bare statistics", computes the same activation and
 gradient reductions in plain hooks with nothing else (no transfer, records, checks or update
-sizes): the floor under every=1, whatever the bookkeeping costs. A fifth loop is the default
-with the opt-in per-step tier (``per_step_gradients=True``: the gradient norm at every step);
-its cost over the default is printed, and beside it its floor: one fused norm pass over the
-gradients, timed alone. A sixth loop is a lesson-style debugger: five
+sizes): the floor under every=1, whatever the bookkeeping costs. The default Monitor holds
+the per-step tier (the gradient norm at every optimizer step); a fifth loop turns it off
+(``per_step_gradients=False``), so its cost is printed, and beside it its floor: one norm pass
+over the gradients, timed alone. A sixth loop is the default with ``guard="skip"``, whose cost
+on healthy steps over the default is printed (budget 1.01). A seventh is a lesson-style
+debugger: five
 ``.item()`` statistics (mean, std, min, max, fraction of zeros) of every layer's activation
 and of every parameter's gradient at every step, the way course notebooks watch a network
 train. Budgets (issue 14): Monitor(every=1) <= the debugger in the same run, the default <=
@@ -116,12 +118,13 @@ def _bare_loop(seed):
 
 
 def _norm_pass_seconds(model, repeats=200):
-    """The least the per-step tier can cost: ``torch._foreach_norm`` over the gradients."""
+    """The least the per-step tier can cost: the Monitor's norm kernel over the gradients."""
     grads = [p.grad for p in model.parameters() if p.grad is not None]
-    torch._foreach_norm(grads)
+    norms = kernels_for(get_backend(model)).gradient_norms
+    norms(grads)
     start = time.perf_counter()
     for _ in range(repeats):
-        torch._foreach_norm(grads)
+        norms(grads)
     return (time.perf_counter() - start) / repeats
 
 
@@ -143,8 +146,10 @@ def _build_loops():
     return {"no monitor": lambda: _loop(0, None), "no monitor (twin)": lambda: _loop(0, None),
             "bare statistics": lambda: _bare_loop(0),
             ".item() debugger": lambda: _debugger_loop(0), "every=1": lambda: _loop(0, 1),
-            f"every={DEFAULT_EVERY}, per_step_gradients=True": lambda: _loop(
-                0, DEFAULT_EVERY, per_step_gradients=True),
+            f"every={DEFAULT_EVERY}, per_step_gradients=False": lambda: _loop(
+                0, DEFAULT_EVERY, per_step_gradients=False),
+            f"every={DEFAULT_EVERY}, guard='skip'": lambda: _loop(0, DEFAULT_EVERY,
+                                                                 guard="skip"),
             f"every={DEFAULT_EVERY} (default)": lambda: _loop(0, DEFAULT_EVERY)}
 
 
@@ -196,10 +201,15 @@ def main():
         label = name if name.startswith(("no monitor", "bare", ".item()")) else f"Monitor({name})"
         print(f"{label}: {wall[name] / DEFAULT_EVERY * 1e3:.3f} ms per step, "
               f"ratio {wall[name] / wall[base]:.3f} (CPU-time ratio {cpu[name] / cpu[base]:.3f})")
-    default, tier = list(builders)[-1], list(builders)[-2]
-    print(f"per-step tier: {(wall[tier] - wall[default]) / DEFAULT_EVERY * 1e6:.0f} us per "
-          f"step over the default, ratio {wall[tier] / wall[default]:.3f} of the default "
-          f"(CPU-time ratio {cpu[tier] / cpu[default]:.3f})")
+    default, untiered, guarded = (list(builders)[-1], list(builders)[-3],
+                                  list(builders)[-2])
+    print(f"per-step tier: {(wall[default] - wall[untiered]) / DEFAULT_EVERY * 1e6:.0f} us "
+          f"per step, the default over the default without it: "
+          f"{wall[default] / wall[untiered]:.3f} (CPU-time ratio "
+          f"{cpu[default] / cpu[untiered]:.3f})")
+    print(f"guard='skip' on healthy steps over the default: "
+          f"{wall[guarded] / wall[default]:.3f} (CPU-time ratio "
+          f"{cpu[guarded] / cpu[default]:.3f}; budget <= 1.01)")
     print(f"per-step tier floor: one fused norm pass over the gradients alone takes "
           f"{floor * 1e6:.0f} us, {floor / (wall[base] / DEFAULT_EVERY):.3f} of a plain step "
           f"(room under the default's budget: "

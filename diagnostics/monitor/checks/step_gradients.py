@@ -71,37 +71,35 @@ def gradient_spike(view):
 
 
 def steps_skipped(view):
-    """STEPS_SKIPPED: what the guard did: steps it kept from being applied (a warning: their
-    batches did not train the model) and transient faults it retried (an info)."""
+    """STEPS_SKIPPED: what the guard did, in the words of its first action (as every finding
+    keeps the evidence that showed it first; ``monitor.skipped_steps`` lists them all): a
+    step kept from being applied (a warning: its batch did not train the model), or a
+    transient fault retried (an info)."""
     state = view.signal(StepGradients)
     if state is None or state.guard is None:
         return []
     skipped = [b for b in state.bad if b.action in ("skipped", "stopped")]
     retried = [b for b in state.bad if b.action == "retried"]
-    if not skipped and not retried:
-        return []
-    parts = []
     if skipped:
-        listed = ", ".join(f"step {b.step} (batch {b.batches[1]}, {_reason(b)})"
-                           for b in skipped[:5])
-        parts.append(f"the guard kept {len(skipped)} optimizer step"
-                     f"{'s' if len(skipped) > 1 else ''} from being applied: {listed}"
-                     f"{', ...' if len(skipped) > 5 else ''}")
-    if retried:
-        parts.append(f"{len(retried)} transient fault{'s' if len(retried) > 1 else ''} "
-                     f"(not reproduced by a replay of the same batch) retried with the "
-                     f"replay's gradients: step{'s' if len(retried) > 1 else ''} "
-                     f"{', '.join(str(b.step) for b in retried[:5])}")
+        first = skipped[0]
+        message = (f"the guard kept the optimizer step of step {first.step} (batch "
+                   f"{first.batches[1]}, {_reason(first)}) from being applied: the parameters "
+                   f"and the optimizer's state are as if it had not been taken "
+                   f"(monitor.skipped_steps lists every skipped step)")
+        advice = ("the finding this follows from says why the step was bad; fix that cause "
+                  "(a skipped step's batch does not train the model)")
+    elif retried:
+        first = retried[0]
+        message = (f"a transient fault at step {first.step}: {first.detail}; the step was "
+                   f"retried with the replay's gradients")
+        advice = ("nothing to change in the training code; faults that do not reproduce come "
+                  "from the hardware or the environment: watch how often they happen")
+    else:
+        return []
     return [Finding(
-        "STEPS_SKIPPED", "warning" if skipped else "info", "optimizer",
-        "; ".join(parts) + "; the parameters and the optimizer's state are as if those steps "
-        "had not been taken",
-        "the finding each skipped step follows from says why it was bad; fix that cause "
-        "(a skipped step's batch does not train the model)" if skipped else
-        "nothing to change in the training code; faults that do not reproduce come from the "
-        "hardware or the environment: watch how often they happen",
-        {"skipped": [b.step for b in skipped], "retried": [b.step for b in retried],
-         "batches": [list(b.batches) for b in skipped]})]
+        "STEPS_SKIPPED", "warning" if skipped else "info", "optimizer", message, advice,
+        {"step": first.step, "batches": list(first.batches), "action": first.action,
+         "skipped": [b.step for b in skipped], "retried": [b.step for b in retried]})]
 
 
 def _reason(bad):

@@ -209,19 +209,10 @@ class StepGradientsProbe(Probe):
         return self._bad_step(step, "spike", total, median, largest, 0)
 
     def _spike_median(self, total):
-        """The recent median when ``total`` spikes above it, else None (cheap when not)."""
-        recent, thresholds = self._recent, self.ctx.thresholds
-        factor = thresholds.spike_factor
-        if len(recent) < thresholds.spike_min_history or not total > factor * min(recent):
-            return None
-        logs = [math.log(v) for v in recent if v > 0]
-        if not logs:
-            return None
-        centre = statistics.median(logs)
-        spread = statistics.median(abs(v - centre) for v in logs)
-        median = math.exp(centre)
-        allowed = max(factor, math.exp(thresholds.spike_spread * spread))
-        return median if total > allowed * median else None
+        thresholds = self.ctx.thresholds
+        return spike_median(self._recent, total, factor=thresholds.spike_factor,
+                            spread=thresholds.spike_spread,
+                            min_history=thresholds.spike_min_history)
 
     def _bad_step(self, step, reason, total, median, parameter, nonfinite):
         batches = (self._window[0][0], self._window[-1][0]) if self._window else (-1, -1)
@@ -384,6 +375,21 @@ class StepGradientsProbe(Probe):
             handle.remove()
         self._hooks = []
         self._forget_window()
+
+
+def spike_median(recent, total, *, factor, spread, min_history):
+    """The median of ``recent`` (positive norms) when ``total`` spikes above it, else None:
+    above ``factor`` times it and above ``exp(spread * MAD)`` times it, MAD the median absolute
+    deviation of the log norms. Cheap when not (one ``min`` over the history)."""
+    if len(recent) < min_history or not total > factor * min(recent):
+        return None
+    logs = [math.log(v) for v in recent if v > 0]
+    if len(logs) < min_history:
+        return None
+    centre = statistics.median(logs)
+    deviation = statistics.median(abs(v - centre) for v in logs)
+    median = math.exp(centre)
+    return median if total > max(factor, math.exp(spread * deviation)) * median else None
 
 
 def _nonfinite_input(backend, window):

@@ -106,10 +106,12 @@ def _alert(label, finding):
 
 def _print_reports(watch):
     if not watch.watched:
-        print("\ngradhunt watch: no model was watched (no torch optimizer stepped twice)",
-              file=sys.stderr)
+        print("\ngradhunt watch: no model was watched (no torch optimizer stepped twice, and "
+              "no model's parameters changed after a backward)", file=sys.stderr)
     for label, report in watch.reports():
-        print(f"\n== gradhunt watch: {label}; its step 0 is the optimizer's 2nd step ==\n"
-              f"{report}", file=sys.stderr)
+        start = ("the 2nd iteration (no optimizer: its parameters are updated by hand)"
+                 if label in watch.by_hand else "the optimizer's 2nd step")
+        print(f"\n== gradhunt watch: {label}; its step 0 is {start} ==\n{report}",
+              file=sys.stderr)
     for problem in watch.problems:
         print(f"gradhunt watch: {problem}", file=sys.stderr)

@@ -35,6 +35,7 @@ from ..errors import require
 from ..monitor import JSONLSink, Monitor
 from ..monitor.settings import DEFAULT_EVERY
 from .hand_updates import HandUpdates
+from .uncalled import module_holding
 
 
 class TrainingWatch:
@@ -218,6 +219,9 @@ class TrainingWatch:
         inner = {id(sub) for m in owners for sub in m.modules() if sub is not m}
         owners = [m for m in owners if id(m) not in inner]
         name = type(optimizer).__name__
+        if not owners:   # its model's forward() called directly: found in the calling code
+            found = module_holding(held, libraries=_LIBRARIES) if held else None
+            owners = [] if found is None else [found]
         if not owners:
             self.problems.append(f"{name}: no module called before its first step holds its "
                                  f"parameters, so nothing is watched for it")
@@ -388,20 +392,23 @@ def _is_scalar_tensor(value):
 def _name_in_user_code(model, *, depth=40):
     """The name the user's code calls ``model`` by where its optimizer steps: a variable
     (``netG``) or an attribute of one (``self.generator``, ``trainer.model``), read from the
-    first frames up the stack that are not torch's or gradhunt's; None when none holds it."""
+    first frames up the stack that are not torch's or gradhunt's (a bare ``self``, inside the
+    model's own method, only when no caller names it); None when none holds it."""
     import sys
 
-    frame = sys._getframe(1)
+    frame, itself = sys._getframe(1), None
     for _ in range(depth):
         if frame is None:
-            return None
+            break
         module = str(frame.f_globals.get("__name__", ""))
         if module.split(".")[0] not in _LIBRARIES:
             found = _name_in(frame.f_locals, model) or _name_in(frame.f_globals, model)
-            if found:
+            if found == "self":   # inside the model's own method: a caller's name says more
+                itself = itself or found
+            elif found:
                 return found
         frame = frame.f_back
-    return None
+    return itself
 
 
 _LIBRARIES = {"torch", "diagnostics", "gradhunt", "lightning", "pytorch_lightning",

@@ -20,7 +20,10 @@ What a script does not hand over is found through torch's global hooks, all remo
   each later one that Monitor's ``step`` (and once more at exit for the last iteration). That
   ``step`` runs before the call's own forward pre-hooks, through ``nn.Module.__call__``
   wrapped while such a Monitor exists: inside a pre-hook it would add and remove the
-  model's hooks while torch runs the list of them it took.
+  model's hooks while torch runs the list of them it took;
+- workers started with ``torch.multiprocessing.spawn`` (``spawned.py``): each runs under a
+  watch of its own; their reports come back at exit (``worker_reports``), a DDP job's as one
+  report with the findings merged over its ranks.
 
 A failure inside the watch never stops the script: that Monitor is closed and the failure is
 kept in ``problems``.
@@ -35,6 +38,7 @@ from ..errors import require
 from ..monitor import JSONLSink, Monitor
 from ..monitor.settings import DEFAULT_EVERY
 from .hand_updates import HandUpdates
+from .spawned import SpawnedWorkers
 from .uncalled import module_holding
 
 
@@ -78,6 +82,7 @@ class TrainingWatch:
         self._by_hand = {}         # id(model) -> its Monitor, for models updated by hand
         self.by_hand = set()       # labels of the Monitors of loops without an optimizer
         self._call_wrapped = False
+        self.spawned = SpawnedWorkers(every)
         self._undo = []
 
     # ---------------------------------------------------------------- lifecycle
@@ -97,6 +102,7 @@ class TrainingWatch:
                 self._on_optimizer_step).remove)
             self._patch(torch.autograd, "backward", self._wrap_backward)
             self._patch(torch.amp.GradScaler, "scale", self._wrap_scale)
+            self.spawned.patch(self._patch)
         except BaseException:
             self._restore()
             raise
@@ -114,10 +120,25 @@ class TrainingWatch:
         finally:
             for _, monitor in self.watched:
                 monitor.close()
+            self._collect_workers()
+
+    def _collect_workers(self):
+        try:
+            self.spawned.collect()
+        except Exception as error:   # the script's own result stands
+            self.problems.append(f"the spawned workers' reports could not be read: "
+                                 f"{type(error).__name__}: {error}")
+        self.problems.extend(self.spawned.problems)
+        self.spawned.problems = []
 
     def reports(self):
         """``[(label, MonitorReport)]``, one per watched model."""
         return [(label, monitor.report()) for label, monitor in self.watched]
+
+    def worker_reports(self):
+        """``[(label, report text, findings)]`` of the workers started with spawn, read at
+        exit: a process group's once (its lowest rank's, findings merged over the ranks)."""
+        return self.spawned.shown()
 
     def _patch(self, owner, name, wrap):
         original = getattr(owner, name)

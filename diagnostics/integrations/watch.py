@@ -13,7 +13,17 @@ What a script does not hand over is found through torch's global hooks, all remo
   An optimizer step hands the last loss to ``Monitor.step``
   when a backward ran since that optimizer's previous step, so gradient accumulation (several
   backwards per step) gives the last micro-batch's loss, and two optimizers stepping after
-  one backward both get it.
+  one backward, both get it;
+- loops without an optimizer (``hand_updates.py``): a top-level model that no optimizer holds
+  parameters of, called again after a backward reached its parameters and they changed, ended
+  an iteration by hand: at the first such call it gets a Monitor with ``optimizer=None``, at
+  each later one that Monitor's ``step`` (and once more at exit for the last iteration). That
+  ``step`` runs before the call's own forward pre-hooks, through ``nn.Module.__call__``
+  wrapped while such a Monitor exists: inside a pre-hook it would add and remove the
+  model's hooks while torch runs the list of them it took;
+- workers started with ``torch.multiprocessing.spawn`` (``spawned.py``): each runs under a
+  watch of its own; their reports come back at exit (``worker_reports``), a DDP job's as one
+  report with the findings merged over its ranks.
 
 A failure inside the watch never stops the script: that Monitor is closed and the failure is
 kept in ``problems``.
@@ -27,6 +37,9 @@ from pathlib import Path
 from ..errors import require
 from ..monitor import JSONLSink, Monitor
 from ..monitor.settings import DEFAULT_EVERY
+from .hand_updates import HandUpdates
+from .spawned import SpawnedWorkers
+from .uncalled import module_holding
 
 
 class TrainingWatch:
@@ -63,6 +76,13 @@ class TrainingWatch:
         self._loss, self._losses_seen = None, 0   # the last backward's loss, and a count
         self._scaled = {}          # id(scaled loss) -> (weakref(scaled loss), loss)
         self._scaler = None        # weakref of the last GradScaler that scaled a loss
+        self._held = set()         # ids of the parameters the optimizers seen so far hold
+        self._stepping = {}        # id(optimizer) -> weakref, from its first step's start
+        self._hand = HandUpdates()
+        self._by_hand = {}         # id(model) -> its Monitor, for models updated by hand
+        self.by_hand = set()       # labels of the Monitors of loops without an optimizer
+        self._call_wrapped = False
+        self.spawned = SpawnedWorkers(every)
         self._undo = []
 
     # ---------------------------------------------------------------- lifecycle
@@ -76,10 +96,13 @@ class TrainingWatch:
                 self._on_module_enter).remove)
             self._undo.append(modules.register_module_forward_hook(
                 self._on_module_exit, always_call=True).remove)
+            self._undo.append(optimizers.register_optimizer_step_pre_hook(
+                self._on_optimizer_pre_step).remove)
             self._undo.append(optimizers.register_optimizer_step_post_hook(
                 self._on_optimizer_step).remove)
             self._patch(torch.autograd, "backward", self._wrap_backward)
             self._patch(torch.amp.GradScaler, "scale", self._wrap_scale)
+            self.spawned.patch(self._patch)
         except BaseException:
             self._restore()
             raise
@@ -93,13 +116,29 @@ class TrainingWatch:
         """Remove every hook and patch and close the Monitors; idempotent."""
         try:
             self._restore()
+            self._end_last_hand_iterations()
         finally:
             for _, monitor in self.watched:
                 monitor.close()
+            self._collect_workers()
+
+    def _collect_workers(self):
+        try:
+            self.spawned.collect()
+        except Exception as error:   # the script's own result stands
+            self.problems.append(f"the spawned workers' reports could not be read: "
+                                 f"{type(error).__name__}: {error}")
+        self.problems.extend(self.spawned.problems)
+        self.spawned.problems = []
 
     def reports(self):
         """``[(label, MonitorReport)]``, one per watched model."""
         return [(label, monitor.report()) for label, monitor in self.watched]
+
+    def worker_reports(self):
+        """``[(label, report text, findings)]`` of the workers started with spawn, read at
+        exit: a process group's once (its lowest rank's, findings merged over the ranks)."""
+        return self.spawned.shown()
 
     def _patch(self, owner, name, wrap):
         original = getattr(owner, name)
@@ -113,8 +152,11 @@ class TrainingWatch:
 
     # -------------------------------------------------------------------- hooks
     def _on_module_enter(self, module, args):
-        if self._depth == 0 and not _holds(self._roots, module):
-            self._roots[id(module)] = weakref.ref(module)
+        if self._depth == 0:
+            if not _holds(self._roots, module):
+                self._roots[id(module)] = weakref.ref(module)
+            if id(module) not in self._by_hand:   # (those: at their __call__, see below)
+                self._on_top_level_call(module)
         self._depth += 1
 
     def _on_module_exit(self, module, args, output):
@@ -123,7 +165,20 @@ class TrainingWatch:
     def _wrap_backward(self, original):
         def backward(tensors, *args, **kwargs):
             self._note_loss(tensors)
-            return original(tensors, *args, **kwargs)
+            candidates = before = None
+            if self._hand is not None:
+                try:
+                    candidates = self._hand.candidates(self._live_roots(), self._held)
+                    before = self._hand.gradients(candidates)
+                except Exception as error:
+                    self._hand_failed(error)
+            result = original(tensors, *args, **kwargs)
+            if self._hand is not None and candidates:
+                try:
+                    self._hand.after_backward(candidates, before)
+                except Exception as error:
+                    self._hand_failed(error)
+            return result
         return backward
 
     def _wrap_scale(self, original):
@@ -143,6 +198,17 @@ class TrainingWatch:
         ref, unscaled = self._scaled.get(id(tensors), (None, None))
         self._loss = unscaled if ref is not None and ref() is tensors else tensors
         self._losses_seen += 1
+
+    def _on_optimizer_pre_step(self, optimizer, args, kwargs):
+        """An optimizer's parameters are its own from its first step's start: the passes of
+        a closure it evaluates (L-BFGS) move them, and that is no loop updated by hand."""
+        if not _holds(self._stepping, optimizer):
+            self._stepping[id(optimizer)] = weakref.ref(optimizer)
+            try:
+                self._held |= {id(p) for group in optimizer.param_groups
+                               for p in group["params"]}
+            except Exception:   # an optimizer of an unexpected shape: its post-hook says so
+                pass
 
     def _on_optimizer_step(self, optimizer, args, kwargs):
         known = self._by_optimizer.get(id(optimizer))
@@ -168,28 +234,27 @@ class TrainingWatch:
     # ----------------------------------------------------------------- attaching
     def _attach(self, optimizer):
         held = {id(p) for group in optimizer.param_groups for p in group["params"]}
-        self._roots = {key: ref for key, ref in self._roots.items() if ref() is not None}
-        roots = [m for m in (ref() for ref in self._roots.values()) if m is not None]
+        self._held |= held
+        roots = self._live_roots()
         owners = [m for m in roots if any(id(p) in held for p in m.parameters())]
         inner = {id(sub) for m in owners for sub in m.modules() if sub is not m}
         owners = [m for m in owners if id(m) not in inner]
         name = type(optimizer).__name__
+        if not owners:   # its model's forward() called directly: found in the calling code
+            found = module_holding(held, libraries=_LIBRARIES) if held else None
+            owners = [] if found is None else [found]
         if not owners:
             self.problems.append(f"{name}: no module called before its first step holds its "
                                  f"parameters, so nothing is watched for it")
             return []
         monitors = []
         for model in owners:
+            self._stop_hand_watch(model, f"is stepped by an optimizer ({name}) from here on")
             if _holds(self._watched_models, model):
                 self.problems.append(f"{type(model).__name__} is stepped by a second optimizer "
                                      f"({name}); it is watched with its first one only")
                 continue
-            called = _name_in_user_code(model)
-            label = (f"{called} ({type(model).__name__}, {name})" if called
-                     else f"{type(model).__name__} ({name})")
-            same = sum(1 for taken, _ in self.watched if taken.split(" #")[0] == label)
-            if same:   # a GAN's generator and discriminator: two Sequentials with two Adams
-                label += f" #{same + 1}"
+            label = self._label(model, name)
             try:
                 monitor = Monitor(model, optimizer, every=self.every, sinks=self._sinks(),
                                   on_finding=self._finding_callback(label),
@@ -201,6 +266,96 @@ class TrainingWatch:
             self.watched.append((label, monitor))
             monitors.append(monitor)
         return monitors
+
+    def _label(self, model, stepped_by):
+        called = _name_in_user_code(model)
+        label = (f"{called} ({type(model).__name__}, {stepped_by})" if called
+                 else f"{type(model).__name__} ({stepped_by})")
+        same = sum(1 for taken, _ in self.watched if taken.split(" #")[0] == label)
+        if same:   # a GAN's generator and discriminator: two Sequentials with two Adams
+            label += f" #{same + 1}"
+        return label
+
+    def _live_roots(self):
+        self._roots = {key: ref for key, ref in self._roots.items() if ref() is not None}
+        return [m for m in (ref() for ref in self._roots.values()) if m is not None]
+
+    # ------------------------------------------------------ loops without optimizer
+    def _on_top_level_call(self, model):
+        """A call of a top-level model: the end of an iteration updated by hand, if its
+        parameters changed since the last backward that reached them."""
+        if self._hand is None:
+            return
+        try:
+            ended = self._hand.ended(model)
+        except Exception as error:
+            self._hand_failed(error)
+            return
+        if not ended or any(id(p) in self._held for p in model.parameters()):
+            return
+        monitor = self._by_hand.get(id(model))
+        if monitor is None:
+            self._attach_by_hand(model)
+            return
+        try:
+            monitor.step(self._loss)
+        except Exception as error:   # the script goes on; this model is no longer watched
+            self._give_up(monitor, f"stopped watching: {type(error).__name__}: {error}")
+
+    def _attach_by_hand(self, model):
+        if _holds(self._watched_models, model):
+            return
+        label = self._label(model, "no optimizer")
+        try:
+            monitor = Monitor(model, None, every=self.every, sinks=self._sinks(),
+                              on_finding=self._finding_callback(label))
+        except Exception as error:
+            self.problems.append(f"{label}: not watched: {type(error).__name__}: {error}")
+            return
+        self._watched_models[id(model)] = weakref.ref(model)
+        self._by_hand[id(model)] = monitor
+        self.by_hand.add(label)
+        self.watched.append((label, monitor))
+        if not self._call_wrapped:
+            import torch
+
+            self._call_wrapped = True
+            self._patch(torch.nn.Module, "__call__", self._wrap_call)
+
+    def _wrap_call(self, original):
+        def __call__(module, *args, **kwargs):
+            if self._depth == 0 and id(module) in self._by_hand:
+                self._on_top_level_call(module)
+            return original(module, *args, **kwargs)
+        return __call__
+
+    def _end_last_hand_iterations(self):
+        """The script's last iteration updated by hand is followed by no call: ended here."""
+        if self._hand is None:
+            return
+        try:
+            models = self._hand.pending_ended()
+        except Exception as error:
+            self._hand_failed(error)
+            return
+        for model in models:
+            monitor = self._by_hand.get(id(model))
+            if monitor is not None and not any(id(p) in self._held for p in model.parameters()):
+                try:
+                    monitor.step(self._loss)
+                except Exception as error:
+                    self._give_up(monitor, f"stopped watching: {type(error).__name__}: {error}")
+
+    def _stop_hand_watch(self, model, reason):
+        monitor = self._by_hand.get(id(model))
+        if monitor is not None:
+            self._give_up(monitor, f"watched as updated by hand until it {reason}")
+
+    def _hand_failed(self, error):
+        """The watch of loops without an optimizer failed: turned off, the rest goes on."""
+        self._hand = None
+        self.problems.append(f"loops without an optimizer are no longer watched: "
+                             f"{type(error).__name__}: {error}")
 
     def _scaler_in_use(self):
         """The GradScaler the loop scaled its losses with (the Monitor then judges gradients
@@ -228,6 +383,10 @@ class TrainingWatch:
         for known in self._by_optimizer.values():
             if monitor in known.monitors:
                 known.monitors.remove(monitor)
+        for key, hand in list(self._by_hand.items()):
+            if hand is monitor:
+                del self._by_hand[key]
+                self._watched_models.pop(key, None)
 
 
 @dataclass
@@ -254,20 +413,23 @@ def _is_scalar_tensor(value):
 def _name_in_user_code(model, *, depth=40):
     """The name the user's code calls ``model`` by where its optimizer steps: a variable
     (``netG``) or an attribute of one (``self.generator``, ``trainer.model``), read from the
-    first frames up the stack that are not torch's or gradhunt's; None when none holds it."""
+    first frames up the stack that are not torch's or gradhunt's (a bare ``self``, inside the
+    model's own method, only when no caller names it); None when none holds it."""
     import sys
 
-    frame = sys._getframe(1)
+    frame, itself = sys._getframe(1), None
     for _ in range(depth):
         if frame is None:
-            return None
+            break
         module = str(frame.f_globals.get("__name__", ""))
         if module.split(".")[0] not in _LIBRARIES:
             found = _name_in(frame.f_locals, model) or _name_in(frame.f_globals, model)
-            if found:
+            if found == "self":   # inside the model's own method: a caller's name says more
+                itself = itself or found
+            elif found:
                 return found
         frame = frame.f_back
-    return None
+    return itself
 
 
 _LIBRARIES = {"torch", "diagnostics", "gradhunt", "lightning", "pytorch_lightning",

@@ -59,8 +59,9 @@ def run_watch(args):
     _print_reports(watch)
     if code == 0 and args.fail_on is not None:
         worst = SEVERITIES.index(args.fail_on)
-        if any(SEVERITIES.index(f.severity) >= worst
-               for _, report in watch.reports() for f in report.findings):
+        found = [f for _, report in watch.reports() for f in report.findings]
+        found += [f for _, _, findings in watch.worker_reports() for f in findings]
+        if any(SEVERITIES.index(f.severity) >= worst for f in found):
             code = 1
     return code
 
@@ -105,11 +106,16 @@ def _alert(label, finding):
 
 
 def _print_reports(watch):
-    if not watch.watched:
-        print("\ngradhunt watch: no model was watched (no torch optimizer stepped twice)",
-              file=sys.stderr)
+    workers = watch.worker_reports()
+    if not watch.watched and not workers:
+        print("\ngradhunt watch: no model was watched (no torch optimizer stepped twice, and "
+              "no model's parameters changed after a backward)", file=sys.stderr)
     for label, report in watch.reports():
-        print(f"\n== gradhunt watch: {label}; its step 0 is the optimizer's 2nd step ==\n"
-              f"{report}", file=sys.stderr)
+        start = ("the 2nd iteration (no optimizer: its parameters are updated by hand)"
+                 if label in watch.by_hand else "the optimizer's 2nd step")
+        print(f"\n== gradhunt watch: {label}; its step 0 is {start} ==\n{report}",
+              file=sys.stderr)
+    for label, text, _ in workers:
+        print(f"\n== gradhunt watch: {label} ==\n{text}", file=sys.stderr)
     for problem in watch.problems:
         print(f"gradhunt watch: {problem}", file=sys.stderr)

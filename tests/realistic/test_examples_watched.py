@@ -16,7 +16,8 @@ from diagnostics.backends import torch_threads  # noqa: E402
 from diagnostics.integrations.watch import TrainingWatch  # noqa: E402
 
 EXAMPLES = ("reinforce", "actor_critic", "dcgan", "time_sequence", "siamese", "vae",
-            "autoencoder", "mnist_rnn", "autocast_cpu")
+            "autoencoder", "mnist_rnn", "autocast_cpu", "gcn", "word_language_model",
+            "forward_forward")
 ROOT = Path(__file__).resolve().parents[2]
 # (program) -> what goes wrong today; strict xfail, so a fix must delete the entry
 KNOWN_FALSE_ALARMS = {

@@ -18,7 +18,7 @@ class TorchKernels(Kernels):
     def activation_statistics(self, tensor, *, saturation=None, extremes=True):
         torch = self.torch
         x = tensor.detach()
-        if x.numel() == 0 or not x.is_floating_point():
+        if x.numel() == 0 or not x.is_floating_point() or not self._dense(x):
             return None
         x = self._reducible(x)
         flat = x.reshape(-1)
@@ -42,7 +42,7 @@ class TorchKernels(Kernels):
 
     def input_statistics(self, tensor):
         x = tensor.detach()
-        if x.numel() == 0 or not x.is_floating_point():
+        if x.numel() == 0 or not x.is_floating_point() or not self._dense(x):
             return None
         flat = self._reducible(x).reshape(-1)
         smallest, largest = self.torch.aminmax(flat)   # one pass for both (NaN propagates)
@@ -50,7 +50,8 @@ class TorchKernels(Kernels):
 
     def prediction_entropy(self, tensor):
         x = tensor.detach()
-        if x.numel() == 0 or x.dim() == 0 or x.shape[-1] < 2 or not x.is_floating_point():
+        if (x.numel() == 0 or x.dim() == 0 or x.shape[-1] < 2 or not x.is_floating_point()
+                or not self._dense(x)):
             return None
         p = self.torch.softmax(self._reducible(x), dim=-1)   # entr(p) = -p ln p, 0 at p = 0
         return self.torch.special.entr(p).sum() / (p.numel() // p.shape[-1])
@@ -192,7 +193,7 @@ class TorchKernels(Kernels):
 
     def value_sample(self, tensor, *, limit):
         x = tensor.detach()
-        if x.numel() == 0 or not x.is_floating_point():
+        if x.numel() == 0 or not x.is_floating_point() or not self._dense(x):
             return None
         sample = self._sampled(x, limit=limit)
         return sample.float() if sample.dtype in (self.torch.float16, self.torch.bfloat16) \
@@ -317,6 +318,11 @@ class TorchKernels(Kernels):
             if isinstance(value, self.torch.Tensor):
                 return True
         return None
+
+    def _dense(self, tensor):
+        """Whether every element is stored: a sparse COO or CSR tensor (a graph's adjacency)
+        holds its nonzeros only and has no flat view to reduce; it gets no statistics."""
+        return tensor.layout == self.torch.strided
 
     def _reducible(self, tensor):
         """float32 for half types, whose sums overflow and which CPU ``dot`` lacks."""

@@ -37,6 +37,8 @@ probe                     signal
                           never change (layers in a plain Python list)
 ``OtherOptimizerProbe``   tensors the loss depends on that another optimizer keeps changing
                           (a GAN's other player): the loss is a moving target
+``ModelCallsProbe``       calls of the model itself: none when its forward() is called
+                          directly (no module hook runs)
 ``RanksProbe``            (only in a torch.distributed job, ``monitor.distributed``)
                           fingerprints of parameters, local and reduced gradients, the input
 ========================  ==================================================================
@@ -85,6 +87,7 @@ from .learning_rate import LearningRateProbe
 from .loss import LossProbe
 from .loss_inputs import LossInputsProbe
 from .mixed_precision import MixedPrecisionProbe
+from .model_calls import ModelCallsProbe
 from .model_structure import ModelStructureProbe
 from .modes import ModesProbe
 from .optimizer_eps import OptimizerEpsProbe
@@ -103,7 +106,7 @@ PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsPr
           ProbabilitiesProbe, MixedPrecisionProbe, ScheduleProbe,
           StepContractProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe,
           UnregisteredProbe, OtherOptimizerProbe, ModelStructureProbe,
-          FrozenNormProbe, LossInputsProbe,
+          FrozenNormProbe, LossInputsProbe, ModelCallsProbe,
           # last: its step pre-hook may set the gradients aside (the guard), after the
           # others' hooks have read them
           StepGradientsProbe)
@@ -111,7 +114,7 @@ PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsPr
 __all__ = ["PROBES", "Context", "Probe", "Signal", "ActivationsProbe", "ClippingProbe",
            "EvalRandomnessProbe", "FrozenNormProbe", "GradientsProbe", "GraphProbe", "InputsProbe",
            "LearningRateProbe", "LossInputsProbe", "LossProbe", "MixedPrecisionProbe",
-           "ModelStructureProbe",
+           "ModelCallsProbe", "ModelStructureProbe",
            "ModesProbe", "OptimizerEpsProbe", "OtherOptimizerProbe", "OutputsProbe",
            "ProbabilitiesProbe", "ScheduleProbe", "StepContractProbe", "StepGradientsProbe",
            "TrainingModeProbe", "UnregisteredProbe", "UpdatesProbe"]

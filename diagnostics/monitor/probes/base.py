@@ -154,6 +154,13 @@ class Probe:
         """Drop what the probe holds (the Monitor removes the hooks)."""
 
 
+def dense(tensor: Any) -> bool:
+    """Whether ``tensor`` stores every element (torch's strided layout; minigrad's always): a
+    sparse COO or CSR tensor (a graph's adjacency) holds its nonzeros only."""
+    layout = getattr(tensor, "layout", None)
+    return layout is None or str(layout) == "torch.strided"
+
+
 def floating(tensor: Any) -> bool:
     """Whether ``tensor`` has a floating dtype, torch's or NumPy's (minigrad's)."""
     flag = getattr(tensor.dtype, "is_floating_point", None)

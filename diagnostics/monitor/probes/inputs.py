@@ -14,30 +14,69 @@ the first of ``INPUT_NAMES`` present (Hugging Face's ``input_ids``, ``pixel_valu
 else the first floating tensor among the keywords, else the first tensor (a mask or the labels
 tell nothing about the data).
 Token ids give the batch size but no statistics (they are not floating).
+
+A model fed a list, tuple or dict (``model({"x": x, "adj": adj})``) has its input found inside
+by the same rules. A sparse tensor (COO or CSR: a graph's adjacency) is structure, not data
+to standardise: the first dense floating tensor beside it is measured instead (a GCN layer's
+node features), and a sparse tensor alone is not measured.
 """
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..compiled import module_underneath
 from ..records import ActivationRecord
-from .base import Probe, Signal, floating
+from .base import Probe, Signal, dense, floating
 
 INPUT_NAMES = ("input_ids", "inputs_embeds", "pixel_values", "input_values", "input_features",
                "inputs", "input", "x")
 
 
-def input_tensor(backend, args, kwargs):
-    """The tensor that is the model's input in ``model(*args, **kwargs)``, or None."""
+def input_tensor(backend, args, kwargs, *, depth=2):
+    """The tensor that is the model's input in ``model(*args, **kwargs)``, or None; a list,
+    tuple or dict argument is searched by the same rules, ``depth`` levels down."""
     is_tensor = backend.is_tensor
-    positional = next((a for a in args if is_tensor(a)), None)
-    if positional is not None:
-        return positional
+    positional = [a for a in args if is_tensor(a)]
+    if positional:
+        return next((a for a in positional if dense(a)), positional[0])
     named = next((kwargs[k] for k in INPUT_NAMES if k in kwargs and is_tensor(kwargs[k])), None)
     if named is not None:
         return named
     tensors = [v for v in kwargs.values() if is_tensor(v)]
     floats = [t for t in tensors if floating(t)]
-    return (floats or tensors or [None])[0]
+    found = next((t for t in floats if dense(t)), None)
+    found = found if found is not None else (floats or tensors or [None])[0]
+    if found is not None or depth == 0:
+        return found
+    for value in (*args, *kwargs.values()):
+        inner = _inside(backend, value, depth - 1)
+        if inner is not None:
+            return inner
+    return None
+
+
+def _inside(backend, value, depth):
+    """The input held by a list, tuple or dict argument (a batch passed whole), or None."""
+    if isinstance(value, Mapping):
+        return input_tensor(backend, (), {k: v for k, v in value.items() if isinstance(k, str)},
+                            depth=depth)
+    if isinstance(value, (tuple, list)):
+        return input_tensor(backend, tuple(value), {}, depth=depth)
+    return None
+
+
+def layer_input(backend, args):
+    """The tensor a layer's input is measured on: its first positional tensor, but when that
+    one is sparse (a graph convolution's adjacency) the first dense floating tensor among its
+    arguments (the node features), else None."""
+    is_tensor = backend.is_tensor
+    flat = [a for a in args if is_tensor(a)] or [
+        i for a in args if isinstance(a, (tuple, list)) for i in a if is_tensor(i)]
+    if not flat:
+        return None
+    if dense(flat[0]):
+        return flat[0]
+    return next((t for t in flat if dense(t) and floating(t)), None)
 
 
 
@@ -85,7 +124,7 @@ class InputsProbe(Probe):
             if not self._awaiting or sample is None:
                 return None
             self._awaiting = False
-            tensor = self.ctx.first_tensor(args)
+            tensor = layer_input(self.ctx.backend, args)
             if tensor is not None:
                 self.layer = name
                 self._measure(sample, tensor)

@@ -62,6 +62,7 @@ class StepGradientsProbe(Probe):
         on = ctx.per_step_gradients or ctx.guard is not None
         self._params = [p for p in ctx.layout.trainable] if on else []
         self._names = [p.name for p in self._params]
+        self._tensors = [p.tensor for p in self._params]
         self._steps, self._norms = Series(), Series()
         self._recent = deque(maxlen=ctx.thresholds.spike_history)   # applied steps' norms
         self._latest = None          # (names, norms) of the latest step read
@@ -173,8 +174,10 @@ class StepGradientsProbe(Probe):
             self._records.clear()
 
     def _measure(self):
-        named = [(name, p.tensor.grad) for name, p in zip(self._names, self._params)
-                 if p.tensor.grad is not None]
+        grads = [tensor.grad for tensor in self._tensors]
+        if None not in grads:             # the usual case: no list rebuilt
+            return self._names, self.ctx.kernels.gradient_norms(grads)
+        named = [(name, grad) for name, grad in zip(self._names, grads) if grad is not None]
         if not named:
             return None
         return [name for name, _ in named], self.ctx.kernels.gradient_norms(

@@ -178,7 +178,8 @@ def _travel_in_window(view, levels):
     """How far the trainable weights moved, relative to their norm, from a mark inside the
     window of ``levels`` to a later step (``probes/travel.py``); None without such a measure."""
     travel = view.signal(WeightTravel)
-    if travel is None or travel.since < view.step - levels.steps or not travel.until > travel.since:
+    first = view.step - levels.steps - 1    # the weights the window's first step started from
+    if travel is None or travel.since < first or not travel.until > travel.since:
         return None
     return travel.ratio if math.isfinite(travel.ratio) else None
 

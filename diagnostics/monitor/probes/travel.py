@@ -7,11 +7,11 @@ falling while its KL term rises as the encoder starts to use its latents) stays 
 the weights travel far: the model at the end of the window is another model, and the level
 loss says that the terms balance, not that training stopped (LOSS_PLATEAU reads this).
 
-At the start of a sampled iteration (the weights as the last optimizer step left them), at
-most once per half of the loss window: the distance from the earliest mark inside the window
-to the weights now, over the entries ``weight_sample`` takes, each parameter's sums scaled up
-by its size over its sample's so that a large tensor weighs as much as its values; then a new
-mark. Marks the window has passed are dropped, so at most three copies are held.
+At the start of each sampled iteration (the weights as the last optimizer step left them):
+the distance from the earliest mark inside the window to the weights now, over the entries
+``weight_sample`` takes, each parameter's sums scaled up by its size over its sample's so
+that a large tensor weighs as much as its values; and, once per half of the loss window, a
+new mark. Marks the window has passed are dropped, so at most three copies are held.
 """
 import math
 from dataclasses import dataclass
@@ -52,17 +52,17 @@ class TravelProbe(Probe):
             return
         step = ctx.step                          # optimizer steps taken so far
         window = ctx.thresholds.loss_window_steps(step + 1)
-        if self._marks and step - self._marks[-1].step < max(window // 2, 1):
-            return
         tensors = [p.tensor for p in self._params]
         key = tuple((tuple(t.shape), str(getattr(t, "device", "")), str(t.dtype))
                     for t in tensors)
-        self._marks = [m for m in self._marks if m.step >= step + 1 - window and m.key == key]
+        # the window's first step started from the weights after ``step - window`` steps
+        self._marks = [m for m in self._marks if m.step >= step - window and m.key == key]
         kernels = ctx.kernels
-        if self._marks:
+        if self._marks and self._marks[0].step < step:
             mark = self._marks[0]
             self._pending = (mark, step, kernels.travel_statistics(tensors, list(mark.copies)))
-        self._marks.append(_Mark(step, tuple(kernels.weight_samples(tensors)), key))
+        if not self._marks or step - self._marks[-1].step >= max(window // 2, 1):
+            self._marks.append(_Mark(step, tuple(kernels.weight_samples(tensors)), key))
 
     def contribute(self):
         if self._pending is None:

@@ -14,7 +14,7 @@ import pytest
 
 from diagnostics import Monitor
 from diagnostics.monitor.settings import Thresholds
-from tests.diagnostics.monitor_nets import frameworks
+from tests.diagnostics.monitor_nets import FEATURES, frameworks, mlp
 from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -106,3 +106,37 @@ def test_the_same_program_with_a_learning_rate_far_too_small_is_a_plateau(fw):
     assert plateau.severity == "warning"
     travel = plateau.evidence["weight_travel"]
     assert travel is not None and travel < Thresholds().plateau_travel / 10
+
+
+@pytest.mark.parametrize("fw", frameworks(), ids=lambda fw: fw.name)
+@pytest.mark.parametrize("lr", [1e-5, 1e-2])
+def test_the_travel_is_the_weights_move_across_the_window_relative_to_their_norm(fw, lr):
+    """Every entry moves by exactly -lr per step (SGD on the sum of the weights) while the
+    reported loss is held level: the travel in the evidence is what that move gives; a
+    short move is a plateau, a long one is not."""
+    fw.seed(0)
+    model = mlp(fw, [FEATURES, 4])
+    params = list(model.parameters())
+    start = np.concatenate([p.detach().numpy().reshape(-1) for p in params]).astype(np.float64)
+    optimizer = fw.optim.SGD(params, lr=lr)
+    x = fw.inputs(np.ones((8, FEATURES)))
+    with Monitor(model, optimizer, every=1, window=10) as monitor:
+        for step in range(240):
+            optimizer.zero_grad()
+            loss = model(x).sum() * 0.0
+            for param in params:
+                loss = loss + param.sum()
+            loss.backward()
+            optimizer.step()
+            monitor.step(1.0 + 1e-4 * (step % 3))
+        report = monitor.report()
+    plateaus = _plateaus(report)
+    if lr > 1e-3:   # moved by far more than a tenth of the weights' norm
+        assert not plateaus, str(report)
+        return
+    (plateau,) = plateaus
+    since, until = plateau.evidence["weight_travel_steps"]
+    assert 0 < until - since <= plateau.evidence["steps"] + 1
+    moved = (until - since) * lr * math.sqrt(start.size)
+    expected = moved / np.linalg.norm(start - until * lr)
+    assert plateau.evidence["weight_travel"] == pytest.approx(expected, rel=1e-3)

@@ -157,7 +157,7 @@ def loss_plateau(view):
     if level > 0 and _is_swinging(*_swings(levels.recent, level), thresholds):
         return []   # a level that swings is LOSS_OSCILLATING (lower the lr), not a plateau
     travel = _travel_in_window(view, levels)
-    if travel is not None and travel >= thresholds.plateau_travel:
+    if travel is not None and travel.ratio >= thresholds.plateau_travel:
         return []   # the weights moved far while the loss held level: not a stall
     frozen, unfreeze = _frozen(view)
     return [Finding(
@@ -170,18 +170,21 @@ def loss_plateau(view):
         "that gradients reach every layer and that optimizer.step() changes the weights; "
         "check that examples do not mix (check_batch_independence(model, inputs))",
         {"start": initial, "earlier": then, "recent": now, "relative_change": change,
-         "progress": progress, "steps": levels.steps, "weight_travel": travel,
+         "progress": progress, "steps": levels.steps,
+         "weight_travel": travel.ratio if travel is not None else None,
+         "weight_travel_steps": [travel.since, travel.until] if travel is not None else None,
          "learning_rate": view.learning_rate})]
 
 
 def _travel_in_window(view, levels):
-    """How far the trainable weights moved, relative to their norm, from a mark inside the
-    window of ``levels`` to a later step (``probes/travel.py``); None without such a measure."""
+    """The ``WeightTravel`` of the trainable weights from a mark inside the window of
+    ``levels`` to a later step (``probes/travel.py``); None without such a measure."""
     travel = view.signal(WeightTravel)
     first = view.step - levels.steps - 1    # the weights the window's first step started from
-    if travel is None or travel.since < first or not travel.until > travel.since:
+    if (travel is None or travel.since < first or not travel.until > travel.since
+            or not math.isfinite(travel.ratio)):
         return None
-    return travel.ratio if math.isfinite(travel.ratio) else None
+    return travel
 
 
 def loss_at_chance(view):

@@ -43,7 +43,7 @@ class TravelProbe(Probe):
         super().__init__(ctx)
         self._params = list(ctx.layout.trainable)
         self._marks = []
-        self._pending = None    # (since, until, the kernels' results) until the transfer
+        self._pending = None    # (mark, until, the kernels' results) until the transfer
         self._travel = None
 
     def begin(self):

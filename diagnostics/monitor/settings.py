@@ -52,6 +52,10 @@ class Thresholds:
     oscillation_amplitude: float = 0.5  # median step-to-step jump, relative to the loss level
     plateau_change: float = 0.01        # relative change of the loss level across the window
     plateau_progress: float = 0.1       # a plateau is reported while progress since start is below
+    # ...and while the trainable weights moved less than this share of their norm across the
+    # flat window (probes/travel.py): weights that travel that far while the loss stays level
+    # are in a phase of training (terms of the loss trading off), not stalled
+    plateau_travel: float = 0.1
     chance_tolerance: float = 0.05      # LOSS_AT_CHANCE: within 5% of -log(1/C)...
     chance_entropy: float = 0.9         # ...with the softmax's mean entropy >= 90% of ln C
     # UNNORMALIZED_INPUT: root mean square of the model's input outside [low, high]
@@ -87,3 +91,7 @@ class Thresholds:
     # a moving target (another optimizer trains what the loss depends on): the tensor changed
     # at this many sampled steps: trained, not edited once
     moving_target_changes: int = 2
+
+    def loss_window_steps(self, steps):
+        """How many of the last losses the loss checks judge once ``steps`` of them exist."""
+        return min(self.loss_window, max(self.loss_min_steps, steps // 2))

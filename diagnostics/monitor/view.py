@@ -91,7 +91,7 @@ class WindowView:
     def loss_levels(self):
         """Medians of the loss at the start and in the recent window; None when too few."""
         thresholds = self.thresholds
-        size = min(thresholds.loss_window, max(thresholds.loss_min_steps, self.losses.size // 2))
+        size = thresholds.loss_window_steps(self.losses.size)
         recent = self.losses[-size:]
         recent = recent[np.isfinite(recent)]
         if recent.size < size:

@@ -20,11 +20,7 @@ EXAMPLES = ("reinforce", "actor_critic", "dcgan", "time_sequence", "siamese", "v
             "forward_forward")
 ROOT = Path(__file__).resolve().parents[2]
 # (program) -> what goes wrong today; strict xfail, so a fix must delete the entry
-KNOWN_FALSE_ALARMS = {
-    "vae": "LOSS_PLATEAU at step 150: the summed BCE + KL stays within 1% for steps 75-150 "
-           "(the KL term rises as the encoder starts using its latents while the "
-           "reconstruction keeps improving), then falls again; the program ends healthy",
-}
+KNOWN_FALSE_ALARMS = {}
 
 
 def _watched(name):

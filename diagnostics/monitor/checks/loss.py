@@ -15,12 +15,15 @@ with the batch's returns while the reward climbs), a Gaussian NLL, a contrastive
 it only a rise far beyond the loss's own spread is divergence; its swings and level are not
 judged.
 """
+import math
+
 import numpy as np
 
 from ...findings import Finding
 from ..history import LEVEL_STEPS
 from ..probes.optimizer_eps import EpsUnderflow
 from ..probes.other_optimizer import TrainedElsewhere
+from ..probes.travel import WeightTravel
 from .advice import clip_gradients, lower_learning_rate
 
 
@@ -138,6 +141,10 @@ def loss_oscillating(view):
 
 
 def loss_plateau(view):
+    """The loss level stays within ``plateau_change`` across the window, near where it started,
+    not swinging, and the weights stalled with it: a model whose weights travelled at least
+    ``plateau_travel`` of their norm during the window is in a phase of training (terms of the
+    loss trading off), not stuck. Without a measure of the weights, the loss alone judges."""
     levels = view.loss_levels
     if (levels is None or not levels.beyond_start or moving_target(view)
             or below_zero(view)):
@@ -153,6 +160,9 @@ def loss_plateau(view):
     level = float(np.median(levels.recent))
     if level > 0 and _is_swinging(*_swings(levels.recent, level), thresholds):
         return []   # a level that swings is LOSS_OSCILLATING (lower the lr), not a plateau
+    travel = _travel_in_window(view, levels)
+    if travel is not None and travel.ratio >= thresholds.plateau_travel:
+        return []   # the weights moved far while the loss held level: not a stall
     frozen, unfreeze = _frozen(view)
     return [Finding(
         "LOSS_PLATEAU", "warning", "loss",
@@ -164,7 +174,21 @@ def loss_plateau(view):
         "that gradients reach every layer and that optimizer.step() changes the weights; "
         "check that examples do not mix (check_batch_independence(model, inputs))",
         {"start": initial, "earlier": then, "recent": now, "relative_change": change,
-         "progress": progress, "steps": levels.steps, "learning_rate": view.learning_rate})]
+         "progress": progress, "steps": levels.steps,
+         "weight_travel": travel.ratio if travel is not None else None,
+         "weight_travel_steps": [travel.since, travel.until] if travel is not None else None,
+         "learning_rate": view.learning_rate})]
+
+
+def _travel_in_window(view, levels):
+    """The ``WeightTravel`` of the trainable weights from a mark inside the window of
+    ``levels`` to a later step (``probes/travel.py``); None without such a measure."""
+    travel = view.signal(WeightTravel)
+    first = view.step - levels.steps - 1    # the weights the window's first step started from
+    if (travel is None or travel.since < first or not travel.until > travel.since
+            or not math.isfinite(travel.ratio)):
+        return None
+    return travel
 
 
 def loss_at_chance(view):

@@ -106,6 +106,13 @@ class Kernels(ABC):
         pairs = [self.update_statistics(p, b) for p, b in zip(params, befores)]
         return [delta for delta, _ in pairs] + [weight for _, weight in pairs]
 
+    @abstractmethod
+    def travel_statistics(self, params, marks):
+        """``[|w - mark| of each, then |w| of each]``, in order, over the entries
+        ``weight_sample`` takes, ``w`` being each of ``params`` now and ``marks`` earlier
+        ``weight_samples`` of them, which stay as they are (a mark serves several
+        comparisons)."""
+
     def weights_token(self, tensor):
         """A value that changes whenever ``tensor``'s entries may have changed (written in place,
         a new storage behind it); None when the framework cannot tell (then a copy taken

@@ -95,6 +95,12 @@ class MinigradKernels(Kernels):
         with np.errstate(over="ignore", invalid="ignore"):
             return (np.linalg.norm(before - now), np.linalg.norm(now))
 
+    def travel_statistics(self, params, marks):
+        nows = [self._sampled(p) for p in params]
+        with np.errstate(over="ignore", invalid="ignore"):
+            return ([np.linalg.norm(mark - now) for mark, now in zip(marks, nows)]
+                    + [np.linalg.norm(now) for now in nows])
+
     def value_sample(self, tensor, *, limit):
         x = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)
         if x.size == 0 or not np.issubdtype(x.dtype, np.floating):

@@ -182,6 +182,12 @@ class TorchKernels(Kernels):
         torch._foreach_sub_(deltas, copies)  # one fused pass per device and dtype
         return list(torch._foreach_norm(deltas + copies))
 
+    def travel_statistics(self, params, marks):
+        torch = self.torch
+        nows = [self._reducible(self._sample_view(p)) for p in params]
+        deltas = list(torch._foreach_sub([self._reducible(m) for m in marks], nows))   # new
+        return list(torch._foreach_norm(deltas + nows))
+
     def weights_token(self, tensor):
         # the version counter moves with every in-place write (an optimizer's step, copy_
         # under no_grad); the data pointer with ``param.data = ...``

@@ -21,6 +21,7 @@ probe                     signal
 ``ActivationsProbe``      each layer's output statistics (per call: ``act#2``) and silent
                           units; a compiled model's through an eager replay
 ``UpdatesProbe``          |Δw| / |w| of each parameter across the optimizer's step
+``TravelProbe``           how far the weights moved across the loss checks' window
 ``GradientsProbe``        per-parameter gradients, stale ``.grad``, the norm, rows without
                           gradient
 ``ModesProbe``            passes without gradients while modules are in training mode
@@ -98,11 +99,12 @@ from .schedule import ScheduleProbe
 from .step_contract import StepContractProbe
 from .step_gradients import StepGradientsProbe
 from .training_mode import TrainingModeProbe
+from .travel import TravelProbe
 from .unregistered import UnregisteredProbe
 from .updates import UpdatesProbe
 
 PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsProbe,
-          UpdatesProbe, GradientsProbe, ModesProbe, GraphProbe, TrainingModeProbe,
+          UpdatesProbe, TravelProbe, GradientsProbe, ModesProbe, GraphProbe, TrainingModeProbe,
           ProbabilitiesProbe, MixedPrecisionProbe, ScheduleProbe,
           StepContractProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe,
           UnregisteredProbe, OtherOptimizerProbe, ModelStructureProbe,
@@ -117,4 +119,4 @@ __all__ = ["PROBES", "Context", "Probe", "Signal", "ActivationsProbe", "Clipping
            "ModelCallsProbe", "ModelStructureProbe",
            "ModesProbe", "OptimizerEpsProbe", "OtherOptimizerProbe", "OutputsProbe",
            "ProbabilitiesProbe", "ScheduleProbe", "StepContractProbe", "StepGradientsProbe",
-           "TrainingModeProbe", "UnregisteredProbe", "UpdatesProbe"]
+           "TrainingModeProbe", "TravelProbe", "UnregisteredProbe", "UpdatesProbe"]

@@ -10,11 +10,18 @@ import numbers
 
 from ..errors import require
 from ..monitor import Monitor
+from ..monitor.guard import GUARD_MODES
 from ..monitor.settings import DEFAULT_EVERY
 
 log = logging.getLogger("gradhunt")
 
 SEVERITY_LEVELS = {"info": 1, "warning": 2, "error": 3}   # the number a metric logger gets
+
+
+def checked_guard(guard):
+    """A callback's ``guard=`` (``Monitor(guard=...)``), checked when the callback is built."""
+    require(guard in GUARD_MODES, "guard", f"one of {GUARD_MODES}", repr(guard))
+    return guard
 
 
 def checked_options(every, sinks, print_report):
@@ -30,12 +37,16 @@ class AttachedMonitor:
     """A Monitor on a trainer's model, fed one mean loss per optimizer step.
 
     An exception inside the Monitor never stops the training run: the Monitor is closed, the
-    error kept in ``failure`` (and logged), and the run goes on unwatched.
+    error kept in ``failure`` (and logged), and the run goes on unwatched. ``guard`` is the
+    Monitor's (it needs the trainer's one optimizer); ``GuardStopped`` is the one exception
+    meant to stop the run, raised from the optimizer's step.
     """
 
-    def __init__(self, model, optimizer, *, every=DEFAULT_EVERY, sinks=(), on_finding=None):
+    def __init__(self, model, optimizer, *, every=DEFAULT_EVERY, sinks=(), on_finding=None,
+                 guard=None):
         self.monitor = Monitor(model, optimizer, every=every, sinks=sinks,
-                               on_finding=on_finding)
+                               on_finding=on_finding,
+                               guard=guard if optimizer is not None else None)
         self.failure = None
         self._losses, self._steps = [], 0
 

@@ -6,7 +6,8 @@ from transformers import TrainerCallback
 
 from ..backends.hooks import NotCopied
 from ..monitor.settings import DEFAULT_EVERY
-from .attached import SEVERITY_LEVELS, AttachedMonitor, checked_options, log_finding
+from .attached import (SEVERITY_LEVELS, AttachedMonitor, checked_guard, checked_options,
+                       log_finding)
 
 
 class GradhuntTrainerCallback(TrainerCallback):
@@ -42,8 +43,9 @@ class GradhuntTrainerCallback(TrainerCallback):
         watch.report.findings
     """
 
-    def __init__(self, *, every=DEFAULT_EVERY, sinks=(), print_report=True):
+    def __init__(self, *, every=DEFAULT_EVERY, sinks=(), print_report=True, guard=None):
         self.every, self.sinks, self.print_report = checked_options(every, sinks, print_report)
+        self.guard = checked_guard(guard)   # Monitor(guard=...): "skip", "stop" or None
         self.failure = None       # why the Monitor stopped early, if it did
         self.report = None        # the MonitorReport, once training has ended
         self._attached = self._loss_hook = self._state = None
@@ -59,7 +61,7 @@ class GradhuntTrainerCallback(TrainerCallback):
         self.close()
         self._state, self.report, self.failure = state, None, None
         self._attached = AttachedMonitor(model, optimizer, every=self.every, sinks=self.sinks,
-                                         on_finding=self._on_finding)
+                                         on_finding=self._on_finding, guard=self.guard)
         self._loss_hook = model.register_forward_hook(NotCopied(self._on_model_output))
 
     def on_step_end(self, args, state, control, **kwargs):

@@ -5,7 +5,8 @@ Needs the ``lightning`` extra (``lightning.pytorch``); imported only when the ca
 from lightning.pytorch.callbacks import Callback
 
 from ..monitor.settings import DEFAULT_EVERY
-from .attached import SEVERITY_LEVELS, AttachedMonitor, checked_options, log_finding
+from .attached import (SEVERITY_LEVELS, AttachedMonitor, checked_guard, checked_options,
+                       log_finding)
 
 
 class GradhuntCallback(Callback):
@@ -41,8 +42,9 @@ class GradhuntCallback(Callback):
         module_report = trainer.callbacks[0].report
     """
 
-    def __init__(self, *, every=DEFAULT_EVERY, sinks=(), print_report=True):
+    def __init__(self, *, every=DEFAULT_EVERY, sinks=(), print_report=True, guard=None):
         self.every, self.sinks, self.print_report = checked_options(every, sinks, print_report)
+        self.guard = checked_guard(guard)   # Monitor(guard=...): "skip", "stop" or None
         self.failure = None       # why the Monitor stopped early, if it did
         self.report = None        # the MonitorReport, once fit has ended
         self._attached = None
@@ -64,7 +66,7 @@ class GradhuntCallback(Callback):
         self.report = self.failure = None
         self._attached = AttachedMonitor(
             pl_module, optimizers[0] if len(optimizers) == 1 else None, every=self.every,
-            sinks=self.sinks, on_finding=self._on_finding)
+            sinks=self.sinks, on_finding=self._on_finding, guard=self.guard)
 
     def on_before_backward(self, trainer, pl_module, loss):
         if (self._attached is not None and pl_module.automatic_optimization

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ..errors import require
 from ..monitor import JSONLSink, Monitor
+from ..monitor.guard import GUARD_MODES
 from ..monitor.settings import DEFAULT_EVERY
 from .hand_updates import HandUpdates
 from .spawned import SpawnedWorkers
@@ -58,14 +59,15 @@ class TrainingWatch:
             print(label, report)
     """
 
-    def __init__(self, *, every=DEFAULT_EVERY, jsonl=None, on_finding=None):
+    def __init__(self, *, every=DEFAULT_EVERY, jsonl=None, on_finding=None, guard=None):
         require(isinstance(every, numbers.Integral) and not isinstance(every, bool)
                 and every >= 1, "every", "an integer >= 1", repr(every))
         require(jsonl is None or isinstance(jsonl, (str, Path)), "jsonl", "a path or None",
                 type(jsonl).__name__)
         require(on_finding is None or callable(on_finding), "on_finding",
                 "a callable taking (label, finding), or None", type(on_finding).__name__)
-        self.every, self.on_finding = every, on_finding
+        require(guard in GUARD_MODES, "guard", f"one of {GUARD_MODES}", repr(guard))
+        self.every, self.on_finding, self.guard = every, on_finding, guard
         self.jsonl = None if jsonl is None else Path(jsonl)
         self.watched = []          # [(label, Monitor)] in the order they were attached
         self.problems = []         # what could not be watched, in words
@@ -258,7 +260,7 @@ class TrainingWatch:
             try:
                 monitor = Monitor(model, optimizer, every=self.every, sinks=self._sinks(),
                                   on_finding=self._finding_callback(label),
-                                  scaler=self._scaler_in_use())
+                                  scaler=self._scaler_in_use(), guard=self.guard)
             except Exception as error:
                 self.problems.append(f"{label}: not watched: {type(error).__name__}: {error}")
                 continue

@@ -17,6 +17,7 @@ from pathlib import Path
 from ..backends import TORCH_MISSING, torch_installed
 from ..findings import SEVERITIES
 from ..monitor.settings import DEFAULT_EVERY
+from ..monitor.guard import GuardStopped
 from .watch import TrainingWatch
 
 
@@ -32,6 +33,10 @@ def add_watch_command(subparsers):
                              "rows.1.jsonl for rows.jsonl, ...)")
     parser.add_argument("--fail-on", choices=("error", "warning"),
                         help="exit 1 when a finding of this severity or worse was made")
+    parser.add_argument("--guard", choices=("skip", "stop"),
+                        help="act on an optimizer step with NaN/inf or spiking gradients: "
+                             "skip keeps it from being applied, stop ends the run before it "
+                             "(Monitor(guard=...))")
     parser.add_argument("-m", dest="as_module", action="store_true",
                         help="the target is a module name, run as `python -m`")
     parser.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py|module [args...]",
@@ -53,7 +58,8 @@ def run_watch(args):
     if not args.as_module and not Path(target).is_file():
         print(f"gradhunt watch: no such script: {target}", file=sys.stderr)
         return 2
-    watch = TrainingWatch(every=args.every, jsonl=args.out, on_finding=_alert)
+    watch = TrainingWatch(every=args.every, jsonl=args.out, on_finding=_alert,
+                          guard=args.guard)
     with watch:
         code = _run_target(target, script_args, as_module=args.as_module)
     _print_reports(watch)
@@ -82,6 +88,9 @@ def _run_target(target, script_args, *, as_module):
     except KeyboardInterrupt:
         print("\ngradhunt watch: interrupted; the reports so far follow", file=sys.stderr)
         return 130
+    except GuardStopped as stopped:
+        print(f"gradhunt watch: {stopped}; the reports up to there follow", file=sys.stderr)
+        return 1
     except Exception:
         traceback.print_exc()
         print("gradhunt watch: the script raised; the reports up to there follow",

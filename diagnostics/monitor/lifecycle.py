@@ -63,8 +63,8 @@ class FindingLog:
                     self._active[key] = replace(finding, first_step=known.first_step,
                                                 last_step=step)
                     transitions.append(self._active[key])
-                elif known.last_step != step:
-                    self._active[key] = replace(known, last_step=step)
+                elif known.last_step < step:   # (a report made inside a step, by
+                    self._active[key] = replace(known, last_step=step)   # the guard, is later)
         ran = {check for check, _ in results}
         for key in list(self._active):
             if key in found_now or not self._sources[key] & ran:

@@ -214,6 +214,9 @@ class Monitor:
         self._gather()
         view = self._view()
         self._run_checks(view)
+        return self._report_of(view)
+
+    def _report_of(self, view):
         extra = {}
         for fields in self._each("report_fields"):
             extra.update(fields or {})
@@ -506,7 +509,7 @@ class Monitor:
         self._gather()
         view = self._view()
         self._run_checks(view, urgent_only=True, step=self._ctx.step)
-        return self.report()
+        return self._report_of(view)
 
     @contextmanager
     def _hooks_quiet(self):

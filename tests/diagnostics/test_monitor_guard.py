@@ -106,7 +106,7 @@ def test_the_report_names_the_batch_as_the_root_cause_and_the_skips_after_it():
     report = monitor.report()
     first = report.findings[0]
     assert (first.code, first.location, first.first_step) == ("DATA_NONFINITE", "data", 12)
-    assert "input 0 of batch 12 holds 1 NaN or inf value" in first.message
+    assert "input 0 of batch 12 holds 1 NaN or inf value (row 5 of the batch)" in first.message
     skipped = next(f for f in report.findings if f.code == "STEPS_SKIPPED")
     assert skipped.severity == "warning" and skipped.evidence["step"] == 12
     assert [s.step for s in monitor.skipped_steps] == list(BAD)
@@ -324,3 +324,65 @@ def test_a_spike_is_a_jump_beyond_both_the_floor_and_the_runs_own_spread(spread,
 def test_no_spike_before_the_minimum_history():
     assert spike_median([1.0] * 9, 1e9, factor=100.0, spread=10.0, min_history=10) is None
     assert spike_median([1.0] * 10, 1e9, factor=100.0, spread=10.0, min_history=10) == 1.0
+
+
+_SCRIPT = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+x = torch.randn(30, 8, 6); y = x.sum(-1, keepdim=True)
+x[11, 2, 3] = float("nan")
+for i in range(30):
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x[i]), y[i]).backward()
+    opt.step()
+print("finite:", all(bool(torch.isfinite(p).all()) for p in model.parameters()))
+"""
+
+
+@pytest.mark.parametrize("guard, code, finite", [(None, 0, "False"), ("skip", 0, "True"),
+                                                 ("stop", 1, None)])
+def test_gradhunt_watch_guards_an_unchanged_script(tmp_path, guard, code, finite):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "train.py"
+    script.write_text(_SCRIPT)
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-m", "scenarios.cli", "watch",
+                          *(["--guard", guard] if guard else []), str(script)], cwd=root,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == code, run.stderr
+    assert "DATA_NONFINITE at data" in run.stderr
+    if finite is None:
+        assert "gradhunt stopped the training at step 10" in run.stderr
+        assert "finite:" not in run.stdout and "Traceback" not in run.stderr
+    else:
+        assert f"finite: {finite}" in run.stdout
+
+
+def test_the_trainer_callbacks_take_the_guard_and_check_it():
+    from diagnostics.integrations.attached import AttachedMonitor, checked_guard
+
+    assert checked_guard("skip") == "skip"
+    with pytest.raises(DiagnosticsError, match="guard"):
+        checked_guard("always")
+    x, y = _data(bad=(3,))
+    model = _model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    attached = AttachedMonitor(model, optimizer, guard="skip")
+    try:
+        for step in range(8):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x[step]), y[step])
+            loss.backward()
+            attached.add_loss(loss)
+            optimizer.step()
+            attached.step()
+        assert [s.step for s in attached.monitor.skipped_steps] == [3]
+    finally:
+        attached.monitor.close()

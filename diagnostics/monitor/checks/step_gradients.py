@@ -1,6 +1,8 @@
 """The per-step tier's checks: the bad steps it judged (NaN/inf gradients, norm spikes), each
 reported at the step it happened with where it came from, and the step guard's account of
 what it did with them (``probes/step_gradients.py``, ``guard.py``)."""
+import numpy as np
+
 from ...findings import Finding
 from ..probes.step_gradients import StepGradients
 from .advice import clip_gradients, lower_learning_rate
@@ -22,6 +24,42 @@ def nonfinite_batch(view):
         f"{_guard_advice(state)}",
         {"step": first.step, "batches": list(first.batches), "steps": [b.step for b in found],
          "detail": first.detail})]
+
+
+DIVERGED = 1e3   # a loss this many times its first value before its gradient overflowed
+
+
+def diverged_before(view):
+    """LOSS_DIVERGING (error): the first step whose gradient went NaN or inf came after the loss
+    had grown ``DIVERGED``-fold from its first value: the steps diverged (a learning rate far
+    too high), and the overflow is where they ended. The root cause leads the report."""
+    state = view.signal(StepGradients)
+    found = [b for b in state.bad if b.reason == "nonfinite"] if state is not None else []
+    if not found or found[0].source == "data":
+        return []
+    grown = _growth_before(view, found[0].step)
+    if grown is None:
+        return []
+    (first_step, first), (peak_step, peak) = grown
+    return [Finding(
+        "LOSS_DIVERGING", "error", "loss",
+        f"the loss grew from {first:.4g} at step {first_step} to {peak:.4g} at step {peak_step},"
+        f" and at step {found[0].step} the gradient overflowed to NaN or inf: the steps "
+        f"diverge",
+        f"{lower_learning_rate(view)}; {clip_gradients(view)}",
+        {"first_loss": first, "peak_loss": peak, "peak_step": peak_step,
+         "overflow_step": found[0].step, "learning_rate": view.learning_rate})]
+
+
+def _growth_before(view, step):
+    losses = np.asarray(view.losses[:step + 1], dtype=np.float64)
+    steps = np.flatnonzero(np.isfinite(losses))
+    if steps.size < 2 or not losses[steps[0]] > 0:
+        return None
+    peak = steps[np.argmax(losses[steps])]
+    if not losses[peak] > DIVERGED * losses[steps[0]]:
+        return None
+    return (int(steps[0]), float(losses[steps[0]])), (int(peak), float(losses[peak]))
 
 
 def nonfinite_gradient(view):
@@ -144,4 +182,4 @@ def _nonfinite_advice(view, first, state):
     return f"{lead}; {clip_gradients(view)}{_guard_advice(state)}"
 
 
-CHECKS = (nonfinite_batch, nonfinite_gradient, gradient_spike, steps_skipped)
+CHECKS = (nonfinite_batch, diverged_before, nonfinite_gradient, gradient_spike, steps_skipped)

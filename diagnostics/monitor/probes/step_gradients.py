@@ -175,7 +175,7 @@ class StepGradientsProbe(Probe):
 
     def _measure(self):
         grads = [tensor.grad for tensor in self._tensors]
-        if None not in grads:             # the usual case: no list rebuilt
+        if all(grad is not None for grad in grads):   # the usual case: no list rebuilt
             return self._names, self.ctx.kernels.gradient_norms(grads)
         named = [(name, grad) for name, grad in zip(self._names, grads) if grad is not None]
         if not named:
@@ -396,27 +396,39 @@ def spike_median(recent, total, *, factor, spread, min_history):
 
 
 def _nonfinite_input(backend, window):
-    """'input x of batch k holds n NaN/inf values' for the first such tensor among the
-    window's forward passes, or None."""
+    """'input x of batch k holds n NaN/inf values (rows ...)' for the first such tensor among
+    the window's forward passes, or None."""
     for batch, args, kwargs in window:
         for where, tensor in _input_tensors(backend, args, kwargs):
-            count = _count_nonfinite(backend, tensor)
+            count, rows = _nonfinite_rows(backend, tensor)
             if count:
+                shown = ", ".join(str(r) for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
+                place = (f" (row{'s' if len(rows) > 1 else ''} {shown} of the batch)"
+                         if rows else "")
                 return (f"{where} of batch {batch} holds {count} NaN or inf "
-                        f"value{'s' if count > 1 else ''}")
+                        f"value{'s' if count > 1 else ''}{place}")
     return None
 
 
-def _count_nonfinite(backend, tensor):
+def _nonfinite_rows(backend, tensor):
+    """(count of NaN/inf entries, the rows along the first axis holding them)."""
     if backend.name != "torch":
         values = np.asarray(backend.to_numpy(tensor))
-        return int((~np.isfinite(values)).sum()) if values.dtype.kind in "fc" else 0
+        if values.dtype.kind not in "fc" or values.ndim == 0 or values.size == 0:
+            return 0, []
+        bad = ~np.isfinite(values.reshape(values.shape[0], -1))
+        return int(bad.sum()), np.flatnonzero(bad.any(1)).tolist()
     torch = backend.torch
     if tensor.layout != torch.strided:
-        tensor = tensor.coalesce().values() if tensor.is_sparse else tensor.values()
-    if not (tensor.is_floating_point() or tensor.is_complex()):
-        return 0
-    return int((~torch.isfinite(tensor.detach())).sum())
+        values = tensor.coalesce().values() if tensor.is_sparse else tensor.values()
+        if not values.is_floating_point():
+            return 0, []
+        return int((~torch.isfinite(values.detach())).sum()), []
+    if not tensor.is_floating_point() or tensor.dim() == 0 or tensor.numel() == 0:
+        return 0, []
+    bad = ~torch.isfinite(tensor.detach().reshape(tensor.shape[0], -1))
+    count = int(bad.sum())
+    return count, (torch.nonzero(bad.any(1)).reshape(-1).tolist() if count else [])
 
 
 def _input_tensors(backend, args, kwargs):

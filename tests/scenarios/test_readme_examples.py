@@ -99,3 +99,21 @@ def test_the_preflight_tour_shows_what_its_script_prints():
             continue
         head = masked(line.removesuffix(" ...")).rstrip("#")
         assert any(p.startswith(head) for p in printed), line
+
+
+def test_the_guard_tour_shows_what_its_script_prints():
+    """Section 3d quotes its script: every line shown is printed (numbers masked: the accuracy
+    and the loss differ in their last digits between CPUs), the root cause first, and the
+    guarded run trains where the unguarded one is lost."""
+    start = README.index("```\ntest accuracy without the guard", README.index("### 3d."))
+    shown = README[start + 4:README.index("```", start + 4)].splitlines()
+    run = _run("docs/examples/guard_tour.py")
+    assert run.returncode == 0, run.stderr
+
+    def masked(text):
+        return re.sub(r"\d+(\.\d+)?(e[+-]\d+)?", "#", text)
+    printed = {masked(line) for line in run.stdout.splitlines()}
+    assert all(masked(line) in printed for line in shown if line.strip() != "...")
+    assert _headers(run.stdout)[0] == "[error] DATA_NONFINITE at data"
+    unguarded, guarded = map(float, re.findall(r"(\d\.\d+)", run.stdout.splitlines()[0]))
+    assert guarded > unguarded + 0.5

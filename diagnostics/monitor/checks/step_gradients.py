@@ -18,12 +18,11 @@ def nonfinite_batch(view):
     return [Finding(
         "DATA_NONFINITE", "error", "data",
         f"{first.detail}: the gradient of step {first.step} is NaN or inf from it "
-        f"({len(found)} such step{'s' if len(found) > 1 else ''}; {_what_became(found)})",
+        f"({_what_became(first)})",
         f"find and drop or fix that example (np.isnan(x).any() per example; a division by a "
         f"zero std or a log(0) in preprocessing); validate_data(x, y) checks the whole set"
         f"{_guard_advice(state)}",
-        {"step": first.step, "batches": list(first.batches), "steps": [b.step for b in found],
-         "detail": first.detail})]
+        {"step": first.step, "batches": list(first.batches), "detail": first.detail})]
 
 
 DIVERGED = 1e3   # a loss this many times its first value before its gradient overflowed
@@ -76,12 +75,11 @@ def nonfinite_gradient(view):
     return [Finding(
         "EXPLODING_GRADIENTS", "error", first.parameter,
         f"the gradient holds NaN or inf at step {first.step} (batch {first.batches[1]}) in "
-        f"{first.nonfinite} parameters, {first.parameter} the nearest the output{source}; "
-        f"{_count(found, state)} ({_what_became(found)})",
+        f"{first.nonfinite} parameters, {first.parameter} the nearest the output{source} "
+        f"({_what_became(first)})",
         _nonfinite_advice(view, first, state),
         {"step": first.step, "batches": list(first.batches), "parameter": first.parameter,
-         "source": first.source, "steps": [b.step for b in found],
-         "suggested_clip": view.clip_value()})]
+         "source": first.source, "suggested_clip": view.clip_value()})]
 
 
 def gradient_spike(view):
@@ -100,12 +98,12 @@ def gradient_spike(view):
         f"the total gradient norm jumped to {first.norm:.4g} at step {first.step} (batch "
         f"{first.batches[1]}), {first.norm / first.median:.3g} times the median "
         f"{first.median:.4g} of the steps before; the largest is {first.parameter}'s"
-        f"{source}; {_count(found, state)} ({_what_became(found)})",
+        f"{source} ({_what_became(first)})",
         f"look at the batch of step {first.step} (an outlier or a corrupt example); "
         f"{clip_gradients(view)}; {lower_learning_rate(view)}{_guard_advice(state)}",
         {"step": first.step, "batches": list(first.batches), "gradient_norm": first.norm,
          "median_norm": first.median, "largest_parameter": first.parameter,
-         "steps": [b.step for b in found], "suggested_clip": view.clip_value()})]
+         "suggested_clip": view.clip_value()})]
 
 
 def steps_skipped(view):
@@ -145,21 +143,10 @@ def _reason(bad):
         f"norm {bad.norm / bad.median:.3g}x the median")
 
 
-def _count(found, state):
-    total = sum(1 for b in state.bad if b.reason == found[0].reason)
-    return ("the only such step so far" if total == 1 and state.bad_count == 1
-            else f"{total} such steps among the first {len(state.bad)} bad steps "
-                 f"({state.bad_count} in all)")
-
-
-def _what_became(found):
-    actions = {b.action for b in found}
-    if actions == {"applied"}:
-        return "the optimizer applied it" if len(found) == 1 else "the optimizer applied them"
-    words = {"applied": "applied", "skipped": "skipped by the guard",
-             "stopped": "the guard stopped the training", "retried": "retried"}
-    return ", ".join(words[a] for a in ("applied", "skipped", "retried", "stopped")
-                     if a in actions)
+def _what_became(bad):
+    return {"applied": "the optimizer applied it", "skipped": "skipped by the guard",
+            "stopped": "the guard stopped the training before it",
+            "retried": "retried"}[bad.action]
 
 
 def _guard_advice(state):

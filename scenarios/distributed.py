@@ -9,6 +9,7 @@ DistributedDataParallel, healthy, then with two planted cross-rank bugs.
 Each rank runs its own ``Monitor(model, optimizer)``; rank 0's report holds the merged findings.
 ``launch(jobs)`` runs any list of jobs in one spawned 2-process group (the tests use it too).
 """
+import datetime
 import json
 import math
 import os
@@ -79,7 +80,7 @@ def _worker(rank, world, port, jobs, out):
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world)
+                            world_size=world, timeout=datetime.timedelta(seconds=120))
     left = False
     try:
         for spec in jobs:

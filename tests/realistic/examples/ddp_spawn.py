@@ -5,6 +5,7 @@ metric: rank 0's loss on a held-out batch, before and after (written to a file t
 reads, as a worker's return value is lost).
 
 ``zero_grad=False`` is the bug: ``.grad`` accumulates over the steps on every rank."""
+import datetime
 import json
 import os
 import socket
@@ -26,7 +27,9 @@ def _batch(generator, weights, n=64):
 def worker(rank, world, port, zero_grad, steps, out):
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # a bounded rendezvous: a port taken between free_port() and here fails, not hangs
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
     try:
         torch.manual_seed(0)
         model = nn.parallel.DistributedDataParallel(

@@ -48,8 +48,8 @@ class GuardStopped(RuntimeError):
 class StepGuard:
     """The guard's decisions and its counts; the probe measures, this decides."""
 
-    def __init__(self, mode, *, max_consecutive_skips, replay):
-        self.mode, self.replay = mode, replay
+    def __init__(self, mode, *, max_consecutive_skips):
+        self.mode = mode
         self.max_consecutive_skips = max_consecutive_skips
         self.consecutive = 0
 

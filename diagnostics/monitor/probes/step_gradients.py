@@ -76,8 +76,7 @@ class StepGradientsProbe(Probe):
         self._stashed = []           # (tensor, grad) set aside while a skipped step runs
         self._closure_steps = 0
         self._error = None           # an exception of a step hook, raised at Monitor.step
-        self._guard = StepGuard(ctx.guard, max_consecutive_skips=ctx.max_consecutive_skips,
-                                replay=ctx.guard_replay)
+        self._guard = StepGuard(ctx.guard, max_consecutive_skips=ctx.max_consecutive_skips)
         self._records = deque(maxlen=WINDOW_INPUTS) if ctx.guard_replay else None
         self._hooks = None           # laid at the first forward, after the other probes'
 

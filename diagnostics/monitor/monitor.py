@@ -19,7 +19,7 @@ from .layout import Layout, learning_rates
 from .lifecycle import FindingLog
 from .probes import PROBES, Context, Probe
 from .probes.ranks import RanksProbe
-from .probes.step_gradients import StepGradients
+from .probes.step_gradients import StepGradientsProbe
 from .records import Sample
 from .report import MonitorReport
 from .settings import DEFAULT_EVERY, DEFAULT_WINDOW, Thresholds
@@ -46,9 +46,8 @@ class Monitor:
     the tensor's device and brought to the host in one transfer per sampled step; a loss on
     the CPU is read at its own step (a NaN loss is alerted at once). A sampled iteration reads
     every activation and gradient several times over: on a CPU that costs about as much as a
-    training step of a small MLP (``every=1`` runs 1.6-1.7x slower, the reductions alone
-    1.3-1.4x), so sample sparsely (the default 50: 1.02-1.06x) unless you are chasing a
-    transient.
+    training step of a small MLP, so sample sparsely (the default 50) unless you are chasing a
+    transient; ``benchmarks/monitor_overhead.py`` prints what each setting costs.
 
     Checks look back over the last ``window`` sampled steps. Each finding records the step it
     was first and last seen; once its check has run at three later steps without finding it
@@ -151,6 +150,8 @@ class Monitor:
         self._probes = [self._made(probe) for probe in probe_classes]
         self._ranks = None
         self._ranks_probe = next((p for p in self._probes if isinstance(p, RanksProbe)), None)
+        self._step_gradients = next(p for p in self._probes
+                                    if isinstance(p, StepGradientsProbe))
         if group:   # a collective: every rank builds its Monitor
             self._ranks_probe.watch_buffers(not buffers_broadcast)
             self._ranks = RankExchange(*group, [p.name for p in layout.trainable],
@@ -245,9 +246,7 @@ class Monitor:
     def skipped_steps(self):
         """The optimizer steps the guard kept from being applied (``guard.BadStep`` records,
         ``.step``, ``.batches``, ``.reason``, ``.detail``), in order; the first 20."""
-        state = self._view().signal(StepGradients)
-        return () if state is None else tuple(
-            b for b in state.bad if b.action in ("skipped", "stopped"))
+        return self._step_gradients.skipped()
 
     def close(self):
         """Remove every hook and close the sinks; idempotent. ``report()`` still works."""

@@ -231,9 +231,7 @@ class StepGradientsProbe(Probe):
         elif action in ("skipped", "stopped"):
             self._stash(optimizer)
         bad = replace(bad, action=action)
-        self._bad_count += 1
-        if len(self._bad) < KEPT:
-            self._bad.append(bad)
+        self._keep(bad)
         self._urgent = True
         if action == "stopped":
             consecutive = self._guard.consecutive > self._guard.max_consecutive_skips
@@ -339,10 +337,17 @@ class StepGradientsProbe(Probe):
         found = _nonfinite_input(self.ctx.backend, window)
         if found is not None:
             bad = replace(bad, source="data", detail=found)
+        self._keep(bad)
+        return True
+
+    def _keep(self, bad):
         self._bad_count += 1
         if len(self._bad) < KEPT:
             self._bad.append(bad)
-        return True
+
+    def skipped(self):
+        """The bad steps the guard kept from being applied (the first KEPT)."""
+        return tuple(b for b in self._bad if b.action in ("skipped", "stopped"))
 
     def _raise_hook_error(self):
         error, self._error = self._error, None

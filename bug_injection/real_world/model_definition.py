@@ -258,8 +258,10 @@ def _deep_supervision(fresh):
     images = _images(seed=34)
     masks = (images[:, 0] > 0).long() + (images[:, 1] > 0.5).long()   # 3 classes per pixel
     model = SegNet()
-    return Case(model=model, loss_fn=nn.CrossEntropyLoss(), inputs=images, targets=masks,
-                optimizer=torch.optim.Adam(model.parameters(), lr=1e-3))
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    return Case(model=model, loss_fn=loss_fn, optimizer=optimizer,
+                train=simple_loop(model, optimizer, loss_fn, images, masks, steps=20, size=4))
 
 
 def _block_momentum(momentum):
@@ -360,8 +362,8 @@ ENTRIES = (
                      "Conv2d instance, so the four levels' convs and segmentation heads share "
                      "one set of weights and biases",
           reproduce=lambda bug, _: _deep_supervision(not bug),
-          tool="preflight", codes=("MODULE_REUSED",),
-          expected="MODULE_REUSED at 'convs' and 'seg_outs' (preflight, model structure)",
+          tool="monitor", codes=("MODULE_REUSED",),
+          expected="MODULE_REUSED at 'convs' and 'seg_outs' (Monitor, the module tree)",
           status=DIAGNOSED),
     Entry(name="batchnorm_momentum_from_tensorflow",
           source="pytorch/vision#8250; r9y9/tacotron_pytorch#19",

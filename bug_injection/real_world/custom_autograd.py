@@ -127,6 +127,32 @@ def _total_scores_model(bug, framework):
                 targets=y[:8])
 
 
+def _mul_constant_model(bug, framework):
+    fw = framework_module(framework)
+    nn = fw.nn
+
+    class MulConstant(_function_base(framework)):
+        """The handbook's example: multiply by a constant that is not a tensor."""
+
+        @staticmethod
+        def forward(ctx, x, constant):
+            ctx.constant = constant
+            return x * constant
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            return (grad_output if bug else grad_output * ctx.constant), None
+
+    class Scale(nn.Module):
+        def forward(self, x):
+            return MulConstant.apply(x, 5.0)
+
+    fw.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), Scale(), nn.Linear(16, 4))
+    x, y = tensors(*blobs(seed=43), framework=framework)
+    return Case(model=model, loss_fn=nn.CrossEntropyLoss(), inputs=x[:8], targets=y[:8])
+
+
 ENTRIES = (
     Entry(name="backward_ignores_grad_output",
           source="pytorch/pytorch#4355",
@@ -156,4 +182,14 @@ ENTRIES = (
           tool="gradcheck", codes=("GRADIENT_MISMATCH",),
           expected="GRADIENT_MISMATCH at '3', the normalising module (check_gradients)",
           location="3", status=DIAGNOSED, backends=BACKENDS),
+    Entry(name="mul_constant_backward_drops_constant",
+          source="zergtant/pytorch-handbook#69",
+          category="custom autograd",
+          root_cause="the MulConstant example's backward returns grad_output as it is; it "
+                     "should be grad_output * ctx.constant, as the built-in multiplication "
+                     "gives",
+          reproduce=_mul_constant_model,
+          tool="gradcheck", codes=("GRADIENT_MISMATCH",),
+          expected="GRADIENT_MISMATCH at '2', the MulConstant module (check_gradients)",
+          location="2", status=DIAGNOSED, backends=BACKENDS),
 )

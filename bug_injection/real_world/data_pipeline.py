@@ -1,7 +1,9 @@
-"""Real-world bugs in the data pipeline: order, label range, scaling, splits."""
+"""Real-world bugs in the data pipeline: order, label range, scaling, splits, and the
+transforms a Dataset applies to each example."""
 import numpy as np
 
-from .case import BATCH, STEPS, Case, blobs, framework_module, mlp, simple_loop, tensors
+from .case import (BATCH, STEPS, Case, blobs, framework_module, mlp, simple_loop, tensors,
+                   torch_module)
 from .entry import BACKENDS, DIAGNOSED, Entry
 
 
@@ -49,6 +51,60 @@ def _split(leaky, framework):
                            test_y=test_y))
 
 
+def _dataset(items, transform):
+    """A map-style torch ``Dataset`` over ``items`` (pairs of tensors), ``transform`` applied
+    to each pair as it is read."""
+    from torch.utils.data import Dataset
+
+    class Pairs(Dataset):
+        def __len__(self):
+            return len(items)
+
+        def __getitem__(self, index):
+            return transform(*items[index])
+
+    return Pairs()
+
+
+def _photos(rows, *, seed):
+    """RGB photos as ToTensor gives them (3, 8, 8) in [0, 1], each channel with its own mean,
+    and a class label each."""
+    rng = np.random.default_rng(seed)
+    pixels = np.clip(rng.normal([0.45, 0.5, 0.4], 0.2, (rows, 8, 8, 3)), 0, 1)
+    images, = tensors(pixels.transpose(0, 3, 1, 2).astype(np.float32))
+    labels, = tensors(rng.integers(0, 4, rows))
+    return list(zip(images, labels))
+
+
+def _test_transform(normalized):
+    torch = torch_module()
+    mean, std = torch.tensor([0.45, 0.5, 0.4])[:, None, None], 0.2
+
+    def train_transform(image, label):
+        return (image - mean) / std, label
+
+    def test_transform(image, label):
+        return ((image - mean) / std if normalized else image), label
+
+    return Case(data={"train": _dataset(_photos(256, seed=39), train_transform),
+                      "test": _dataset(_photos(128, seed=40), test_transform)})
+
+
+def _paired_flip(joint):
+    """realfill: a target image and its mask, flipped at random as augmentation."""
+    torch = torch_module()
+    rng = np.random.default_rng(41)
+    images, = tensors(rng.standard_normal((64, 3, 8, 8)).astype(np.float32))
+    masks = [(image[0] > 0.3).long() for image in images]
+
+    def augment(image, mask):
+        flip_image = torch.rand(()) < 0.5
+        flip_mask = flip_image if joint else torch.rand(()) < 0.5   # drawn again
+        return (image.flip(-1) if flip_image else image), (mask.flip(-1) if flip_mask else mask)
+
+    return Case(data={"train": _dataset(list(zip(images, masks)), augment)})
+
+
 ENTRIES = (
     Entry(name="unshuffled_sorted_classes",
           source="Stack Overflow question 54354465, read as https://coderoad.ru/54354465/"
@@ -87,4 +143,24 @@ ENTRIES = (
           reproduce=_split,
           tool="validate_data", codes=("DATA_LEAKAGE",),
           expected="DATA_LEAKAGE (validate_data)", status=DIAGNOSED, backends=BACKENDS),
+    Entry(name="test_split_not_normalized",
+          source="JeasunLok/ResNet-pytorch#1; mlpack/examples#213",
+          category="data pipeline",
+          root_cause="the normalization was used in the training set's transform but not in the "
+                     "test set's, so the training accuracy is fine and the test accuracy very "
+                     "low",
+          reproduce=lambda bug, _: _test_transform(not bug),
+          tool="validate_data", codes=("TRANSFORM_SHIFT",),
+          expected="TRANSFORM_SHIFT (validate_data(train, test=...) over the two Datasets)",
+          status=DIAGNOSED),
+    Entry(name="image_and_mask_flipped_separately",
+          source="thuanz123/realfill#4",
+          category="data pipeline",
+          root_cause="the target image and its mask are randomly augmented separately, so they "
+                     "no longer line up and the mask tells the model about the wrong pixels",
+          reproduce=lambda bug, _: _paired_flip(not bug),
+          tool="validate_data", codes=("TRANSFORM_ONE_SIDED",),
+          expected="TRANSFORM_ONE_SIDED (validate_data over the Dataset: the image mirrored, "
+                   "its mask not, in some reads of one index)",
+          status=DIAGNOSED),
 )

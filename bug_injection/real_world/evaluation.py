@@ -1,6 +1,7 @@
-"""Real-world bugs in evaluation passes: dropout left on while evaluating."""
-from .case import Case, batches, blobs, framework_module, mlp, tensors
-from .entry import BACKENDS, DIAGNOSED, Entry
+"""Real-world bugs in evaluation passes: dropout left on while evaluating, a metric summed
+wrong."""
+from .case import Case, batches, blobs, classifier, framework_module, mlp, tensors
+from .entry import BACKENDS, DIAGNOSED, Entry, missed
 
 
 def _loop_with_validation(model, framework, *, eval_mode, steps_per_epoch=8):
@@ -75,6 +76,37 @@ def _own_flag(bug, framework):
     return _loop_with_validation(DropoutMLP(), framework, eval_mode=True)
 
 
+def _overwritten_total(bug, framework):
+    """The text-classification tutorial's test(): a running loss over the test batches, its
+    name reused for each batch's loss tensor."""
+    fw, model, x, y, loss_fn = classifier(framework, seed=42)
+    opt = fw.optim.Adam(model.parameters(), lr=3e-3)
+    reported = []
+
+    def test():
+        model.eval()
+        total = 0.0
+        with fw.no_grad():
+            for start in range(96, 128, 8):
+                batch_loss = loss_fn(model(x[start:start + 8]), y[start:start + 8])
+                if bug:
+                    total = batch_loss           # the running total's name reused
+                total += batch_loss.item()
+        reported.append(total / 4)
+        model.train()
+
+    def train(after_step):
+        for step, start, stop in batches(96):
+            opt.zero_grad()
+            loss = loss_fn(model(x[start:stop]), y[start:stop])
+            loss.backward()
+            opt.step()
+            after_step(loss)
+            if (step + 1) % 6 == 0:
+                test()
+    return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
+
+
 ENTRIES = (
     Entry(name="validation_in_train_mode",
           source="udacity/deep-learning-v2-pytorch#3; wolny/pytorch-3dunet#53",
@@ -105,4 +137,19 @@ ENTRIES = (
           expected="DROPOUT_IGNORES_EVAL (Monitor: a validation pass replayed twice, the "
                    "masked product zeroes different entries)",
           status=DIAGNOSED, backends=BACKENDS),
+    Entry(name="validation_loss_total_overwritten",
+          source="pytorch/tutorials#913",
+          category="evaluation passes",
+          root_cause="the evaluation code overwrites the running loss with each batch's loss "
+                     "(loss = criterion(...); loss += loss.item()), so the reported test loss "
+                     "is twice the last batch's loss divided by the data set's size: "
+                     "unreasonably small",
+          reproduce=_overwritten_total,
+          tool="monitor", codes=(),
+          expected="none yet: the wrong number is the user's metric, computed from correct "
+                   "outputs after the evaluation pass",
+          status=missed("the model, its modes and its outputs are right in the evaluation "
+                        "pass; the error is in arithmetic on Python numbers that no hook "
+                        "sees"),
+          backends=BACKENDS),
 )

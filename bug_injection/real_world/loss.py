@@ -1,12 +1,14 @@
-"""Real-world bugs in the loss: probabilities where logits belong, shapes that broadcast.
+"""Real-world bugs in the loss: probabilities where logits belong, shapes that broadcast,
+reinforcement-learning targets that the gradient flows through.
 
 minigrad has no ``nn.Softmax``, ``nn.LogSoftmax`` or ``nn.NLLLoss``; the minigrad twins of
 the softmax entries use the one-line module and loss function a minigrad user writes instead.
 """
 import numpy as np
 
-from .case import blobs, framework_module, loop_case, mlp, nll_loss, tensors
-from .entry import BACKENDS, DIAGNOSED, Entry
+from .case import (Case, batches, blobs, framework_module, loop_case, mlp, nll_loss, tensors,
+                   torch_module)
+from .entry import BACKENDS, DIAGNOSED, Entry, missed
 
 
 def _classifier(framework, *, head, loss, optimizer="adam", seed=11):
@@ -103,6 +105,73 @@ def _regression(bug, framework):
     return loop_case(model, opt, loss, x, t)
 
 
+def _bandit(seed):
+    """A contextual bandit: states from 4-class blobs, reward 1 for the action equal to the
+    state's class; ``(torch, states, classes, generator)`` with a seeded generator for the
+    actions sampled."""
+    torch = torch_module()
+    states, classes = tensors(*blobs(seed=seed))
+    return torch, states, classes, torch.Generator().manual_seed(seed)
+
+
+def _actor_critic(bug):
+    """encode-attend-navigate's actor and critic, one loss (policy + critic), one optimizer:
+    the policy loss weights the log-probability of the action taken by reward - critic."""
+    torch, states, classes, generator = _bandit(36)
+    nn, F = torch.nn, torch.nn.functional
+
+    class ActorCritic(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.actor = mlp(outputs=4, seed=0)
+            self.critic = mlp(outputs=1, seed=1)
+
+    model = ActorCritic()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+
+    def train(after_step):
+        for _, start, stop in batches(len(states)):
+            s, c = states[start:stop], classes[start:stop]
+            log_probs = F.log_softmax(model.actor(s), dim=1)
+            actions = torch.multinomial(log_probs.exp().detach(), 1, generator=generator)
+            reward = (actions[:, 0] == c).float()
+            value = model.critic(s)[:, 0]
+            advantage = reward - (value if bug else value.detach())
+            policy_loss = -(advantage * log_probs.gather(1, actions)[:, 0]).mean()
+            loss = policy_loss + F.mse_loss(value, reward)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            after_step(loss)
+    return Case(model=model, optimizer=opt, train=train)
+
+
+def _td_target(bug, gamma=0.9):
+    """easy-rl's DQN update on replayed transitions (state, action, reward, next state, done):
+    Q(s, a) regressed on r + gamma max_a' Q(s', a') (1 - done), the Q network's own estimate."""
+    torch, states, classes, generator = _bandit(37)
+    F = torch.nn.functional
+    q_net = mlp(outputs=4, seed=0)
+    actions = torch.randint(0, 4, (len(states), 1), generator=generator)
+    rewards = (actions[:, 0] == classes).float()
+    next_states = states.roll(-1, 0)
+    done = (torch.rand(len(states), generator=generator) < 0.1).float()
+    opt = torch.optim.Adam(q_net.parameters(), lr=3e-3)
+
+    def train(after_step):
+        for _, start, stop in batches(len(states)):
+            part = slice(start, stop)
+            q_taken = q_net(states[part]).gather(1, actions[part])[:, 0]
+            q_next = q_net(next_states[part]).max(1)[0]
+            target = rewards[part] + gamma * q_next * (1 - done[part])
+            loss = F.mse_loss(q_taken, target if bug else target.detach())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            after_step(loss)
+    return Case(model=q_net, optimizer=opt, train=train)
+
+
 ENTRIES = (
     Entry(name="softmax_before_cross_entropy",
           source="https://discuss.pytorch.org/t/cross-entropy-loss-is-not-decreasing/43814/16",
@@ -166,4 +235,29 @@ ENTRIES = (
           reproduce=_regression,
           tool="preflight", codes=("SHAPE_BROADCAST",),
           expected="SHAPE_BROADCAST (preflight)", status=DIAGNOSED, backends=BACKENDS),
+    Entry(name="critic_not_detached_in_policy_loss",
+          source="astariul/encode-attend-navigate-pytorch#2",
+          category="loss",
+          root_cause="the policy loss uses the critic to compute the TD error without stopping "
+                     "its gradient, so the critic is backpropagated from both the policy loss "
+                     "and the critic loss and training is unstable",
+          reproduce=lambda bug, _: _actor_critic(bug),
+          tool="monitor", codes=(),
+          expected="none yet: a check that a quantity used as a constant weight in a loss "
+                   "(an advantage, a TD target) carries no gradient",
+          status=missed("the critic's extra gradient is an ordinary gradient on parameters "
+                        "the optimizer holds; nothing tells a baseline meant as a constant "
+                        "from a term meant to be trained")),
+    Entry(name="dqn_td_target_not_detached",
+          source="datawhalechina/easy-rl#117",
+          category="loss",
+          root_cause="the TD target of my DQN has no detach(), which is not the semi-gradient "
+                     "method: the loss also moves Q(s', a') towards Q(s, a)",
+          reproduce=lambda bug, _: _td_target(bug),
+          tool="monitor", codes=(),
+          expected="none yet: a check that a regression target carries no gradient to the "
+                   "parameters that produce the prediction",
+          status=missed("the target's gradient reaches the same Q network's parameters as the "
+                        "prediction's; the loss falls and every check on gradients, updates "
+                        "and activations stays quiet")),
 )

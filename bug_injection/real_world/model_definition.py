@@ -226,6 +226,56 @@ def _detached_adjacency(detached, framework):
                 train=simple_loop(model, optimizer, loss_fn, x, y))
 
 
+def _images(rows=8, *, seed):
+    """Small 3-channel images, as the framework's float tensor."""
+    return tensors(np.random.default_rng(seed).standard_normal((rows, 3, 8, 8))
+                   .astype(np.float32))[0]
+
+
+def _deep_supervision(fresh):
+    """U-Net v2's SDI stage: four feature levels, each refined by its own 3x3 conv and scored
+    by its own 1x1 segmentation head; the heads' maps are averaged."""
+    torch = torch_module()
+    nn = torch.nn
+
+    def per_level(make):
+        return nn.ModuleList([make() for _ in range(4)] if fresh else [make()] * 4)
+
+    class SegNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(3, 8, 3, padding=1)
+            self.convs = per_level(lambda: nn.Conv2d(8, 8, 3, padding=1))
+            self.seg_outs = per_level(lambda: nn.Conv2d(8, 3, 1))
+
+        def forward(self, images):
+            h = torch.relu(self.stem(images))
+            maps = [head(torch.relu(conv(h) + h))
+                    for conv, head in zip(self.convs, self.seg_outs)]
+            return torch.stack(maps).mean(0)
+
+    torch.manual_seed(0)
+    images = _images(seed=34)
+    masks = (images[:, 0] > 0).long() + (images[:, 1] > 0.5).long()   # 3 classes per pixel
+    model = SegNet()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    return Case(model=model, loss_fn=loss_fn, optimizer=optimizer,
+                train=simple_loop(model, optimizer, loss_fn, images, masks, steps=20, size=4))
+
+
+def _block_momentum(momentum):
+    """MaxViT's MBConv stem: conv, BatchNorm2d with the momentum given, GELU."""
+    torch = torch_module()
+    nn = torch.nn
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8, momentum=momentum),
+                          nn.GELU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+    return Case(model=model, loss_fn=nn.CrossEntropyLoss(), inputs=_images(seed=35),
+                targets=torch.arange(8) % 4,
+                optimizer=torch.optim.SGD(model.parameters(), lr=0.05))
+
+
 ENTRIES = (
     Entry(name="lstm_batch_first_flipped",
           source="https://discuss.pytorch.org/t/lstm-change-batch-first-true-loss-does-not-"
@@ -305,4 +355,24 @@ ENTRIES = (
           tool="monitor", codes=("NO_GRADIENT",),
           expected="NO_GRADIENT at theta/phi (Monitor)", status=DIAGNOSED,
           backends=BACKENDS),
+    Entry(name="segmentation_heads_one_instance",
+          source="yaoppeng/U-Net_v2#10; zalandoresearch/pytorch-vq-vae#2",
+          category="model definition",
+          root_cause="nn.ModuleList([nn.Conv2d(...)] * 4) makes four references to the same "
+                     "Conv2d instance, so the four levels' convs and segmentation heads share "
+                     "one set of weights and biases",
+          reproduce=lambda bug, _: _deep_supervision(not bug),
+          tool="monitor", codes=("MODULE_REUSED",),
+          expected="MODULE_REUSED at 'convs' and 'seg_outs' (Monitor, the module tree)",
+          status=DIAGNOSED),
+    Entry(name="batchnorm_momentum_from_tensorflow",
+          source="pytorch/vision#8250; r9y9/tacotron_pytorch#19",
+          category="model definition",
+          root_cause="BatchNorm momentum 0.99 was taken from the TensorFlow implementation, but "
+                     "PyTorch's momentum is 1 - TensorFlow's, so the running statistics follow "
+                     "almost only the last batch",
+          reproduce=lambda bug, _: _block_momentum(0.99 if bug else 0.01),
+          tool="preflight", codes=("BATCHNORM_MOMENTUM_INVERTED",),
+          expected="BATCHNORM_MOMENTUM_INVERTED at the BatchNorm2d (preflight, model structure)",
+          location="1", status=DIAGNOSED),
 )

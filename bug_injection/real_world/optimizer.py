@@ -3,8 +3,10 @@
 minigrad has no ``lr_scheduler``; the minigrad twins of the scheduler entries use the few lines
 of a step-decay scheduler a minigrad user writes instead.
 """
+import numpy as np
+
 from .case import (STEPS, Case, batches, blobs, classifier, framework_module, mlp, simple_loop,
-                   tensors)
+                   tensors, torch_module)
 from .entry import BACKENDS, DIAGNOSED, Entry
 
 EPOCH = 8     # batches per epoch in these reproductions
@@ -77,6 +79,45 @@ def _scheduler_only(bug, framework):
     return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
 
 
+def _resized_embeddings(bug, vocab=16, added=4):
+    """run_lm_finetuning: new tokens are added to the tokenizer and the model's token
+    embedding is resized to the new vocabulary (a new Embedding holding the old rows, as
+    resize_token_embeddings does); a token tagger fine-tuned on text that uses them."""
+    torch = torch_module()
+    nn = torch.nn
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, 16)
+            self.head = nn.Linear(16, 4)
+
+        def forward(self, ids):
+            return self.head(torch.tanh(self.embed(ids)))
+
+    def resize(model):
+        old = model.embed
+        model.embed = nn.Embedding(vocab + added, 16)
+        with torch.no_grad():
+            model.embed.weight[:vocab] = old.weight
+
+    torch.manual_seed(0)
+    model = Tagger()
+    if not bug:
+        resize(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    if bug:
+        resize(model)                         # after the optimizer took the parameters
+    ids = np.random.default_rng(38).integers(0, vocab + added, (64, 6))
+    x, y = tensors(ids, ids % 4)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def tag_loss(logits, tags):
+        return loss_fn(logits.reshape(-1, 4), tags.reshape(-1))
+    return Case(model=model, optimizer=opt, loss_fn=tag_loss,
+                train=simple_loop(model, opt, tag_loss, x, y))
+
+
 ENTRIES = (
     Entry(name="scheduler_stepped_every_batch",
           source="ivadomed/ivadomed#55",
@@ -102,4 +143,14 @@ ENTRIES = (
           reproduce=_scheduler_only,
           tool="monitor", codes=("PARAMS_NOT_UPDATING",),
           expected="PARAMS_NOT_UPDATING (Monitor)", status=DIAGNOSED, backends=BACKENDS),
+    Entry(name="embeddings_resized_after_optimizer",
+          source="huggingface/transformers#3532",
+          category="optimizer and scheduler",
+          root_cause="the token embeddings are resized for the added tokens after the "
+                     "parameters were passed to the optimizer, so the optimizer holds the old "
+                     "embedding table and my token embeddings are never updated",
+          reproduce=lambda bug, _: _resized_embeddings(bug),
+          tool="monitor", codes=("PARAMS_NOT_IN_OPTIMIZER",),
+          expected="PARAMS_NOT_IN_OPTIMIZER at 'embed' (Monitor given the optimizer)",
+          location="embed", status=DIAGNOSED),
 )

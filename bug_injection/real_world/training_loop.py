@@ -1,6 +1,8 @@
-"""Real-world bugs in the training loop: gradients, graphs and modes across steps."""
-from .case import BATCH, Case, batches, blobs, classifier, framework_module, mlp, tensors
-from .entry import BACKENDS, DIAGNOSED, Entry
+"""Real-world bugs in the training loop: gradients, graphs and modes across steps, the order
+of clipping, clearing and stepping, and the two players of a GAN."""
+from .case import (BATCH, Case, batches, blobs, classifier, framework_module, mlp, tensors,
+                   torch_module)
+from .entry import BACKENDS, DIAGNOSED, Entry, missed
 
 
 def _zero_grad(bug, framework):
@@ -102,6 +104,105 @@ def _validation_mode(bug, framework):
     return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
 
 
+def _frozen_backbone(bug):
+    """virtex's linear evaluation: a pretrained backbone frozen with requires_grad_(False),
+    a new linear head trained on its features, model.train() at every epoch."""
+    torch = torch_module()
+    nn = torch.nn
+    torch.manual_seed(0)
+    backbone = nn.Sequential(nn.Linear(8, 32), nn.BatchNorm1d(32), nn.ReLU())
+    backbone.requires_grad_(False)
+    model = nn.Sequential(backbone, nn.Linear(32, 4))
+    x, y = tensors(*blobs(seed=30))
+    opt = torch.optim.SGD(model[1].parameters(), lr=0.05, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def train(after_step):
+        for step, start, stop in batches(len(x)):
+            if step % 8 == 0:                 # each epoch
+                model.train()
+                if not bug:
+                    backbone.eval()           # frozen means its running statistics too
+            opt.zero_grad()
+            loss = loss_fn(model(x[start:stop]), y[start:stop])
+            loss.backward()
+            opt.step()
+            after_step(loss)
+    return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
+
+
+def _clip_order(bug):
+    torch = torch_module()
+    _, model, x, y, loss_fn = classifier("torch", seed=31)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+
+    def train(after_step):
+        for _, start, stop in batches(len(x)):
+            opt.zero_grad()
+            loss = loss_fn(model(x[start:stop]), y[start:stop])
+            loss.backward()
+            if not bug:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+            opt.step()
+            if bug:                           # after the step: the update was not clipped
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+            after_step(loss)
+    return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
+
+
+def _cleared_before_step(bug, framework):
+    fw, model, x, y, loss_fn = classifier(framework, seed=32)
+    opt = fw.optim.Adam(model.parameters(), lr=3e-3)
+
+    def train(after_step):
+        for _, start, stop in batches(len(x)):
+            if not bug:
+                opt.zero_grad()
+            loss = loss_fn(model(x[start:stop]), y[start:stop])
+            loss.backward()
+            if bug:
+                opt.zero_grad()               # right before the step
+            opt.step()
+            after_step(loss)
+    return Case(model=model, optimizer=opt, loss_fn=loss_fn, train=train)
+
+
+def _gan_generator_step(bug):
+    """image2reverb's conditional GAN: G maps a condition to an output, trained with an
+    adversarial term (D scoring G's output as real) plus an L1 term against the paired target;
+    D scores real pairs against G's outputs."""
+    torch = torch_module()
+    nn, F = torch.nn, torch.nn.functional
+    torch.manual_seed(0)
+    generator = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 8))
+    discriminator = nn.Sequential(nn.Linear(16, 32), nn.LeakyReLU(0.2), nn.Linear(32, 1))
+    x, _ = tensors(*blobs(seed=33))
+    real = torch.tanh(x @ torch.randn(8, 8) / 3)          # the paired targets
+    opt_g = torch.optim.Adam(generator.parameters(), lr=2e-3, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(discriminator.parameters(), lr=2e-3, betas=(0.5, 0.999))
+
+    def train(after_step):
+        for _, start, stop in batches(len(x)):
+            cond, target = x[start:stop], real[start:stop]
+            fake = generator(cond)
+            opt_d.zero_grad()
+            d_real = discriminator(torch.cat([cond, target], 1))
+            d_fake = discriminator(torch.cat([cond, fake.detach()], 1))
+            d_loss = (F.mse_loss(d_real, torch.ones_like(d_real))
+                      + F.mse_loss(d_fake, torch.zeros_like(d_fake)))
+            d_loss.backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            scored = fake.detach() if bug else fake       # the generator's adversarial term
+            d_scored = discriminator(torch.cat([cond, scored], 1))
+            g_loss = (F.mse_loss(d_scored, torch.ones_like(d_scored))
+                      + 10 * F.l1_loss(fake, target))
+            g_loss.backward()
+            opt_g.step()
+            after_step(g_loss)
+    return Case(model=generator, optimizer=opt_g, train=train)
+
+
 ENTRIES = (
     Entry(name="zero_grad_missing",
           source="wenet-e2e/wekws#73; Hsintien-Ng/idinvert_pytorch-reproduced#1",
@@ -147,4 +248,45 @@ ENTRIES = (
           expected="TRAINING_IN_EVAL_MODE (Monitor): model.eval() at the validation of step 8, "
                    "dropout off for the 32 training steps after it",
           status=DIAGNOSED, backends=BACKENDS),
+    Entry(name="frozen_backbone_batchnorm_in_train_mode",
+          source="kdexd/virtex#16",
+          category="training loop",
+          root_cause="the backbone is frozen except for the fc layer, but .train() puts its batch "
+                     "norms in train mode, so linear evaluation keeps updating their running "
+                     "statistics instead of using the pretrained ones",
+          reproduce=lambda bug, _: _frozen_backbone(bug),
+          tool="monitor", codes=("FROZEN_BATCHNORM_DRIFTS",),
+          expected="FROZEN_BATCHNORM_DRIFTS at '0.1', the backbone's BatchNorm1d (Monitor)",
+          location="0.1", status=DIAGNOSED),
+    Entry(name="clip_after_optimizer_step",
+          source="VGraphRNN/VGRNN#4; awslabs/graphstorm#1366",
+          category="training loop",
+          root_cause="clip_grad_norm_ is called after opt.step(), so it isn't doing anything: "
+                     "the update already used the unclipped gradients",
+          reproduce=lambda bug, _: _clip_order(bug),
+          tool="monitor", codes=("CLIP_HAS_NO_EFFECT",),
+          expected="CLIP_HAS_NO_EFFECT (Monitor): the clip runs after optimizer.step()",
+          location="optimizer", status=DIAGNOSED),
+    Entry(name="zero_grad_right_before_step",
+          source="lucidrains/byol-pytorch#93",
+          category="training loop",
+          root_cause="the trainer sets the gradients to zero right before stepping the optimizer, "
+                     "so every step applies no gradient at all",
+          reproduce=_cleared_before_step,
+          tool="monitor", codes=("GRADIENTS_CLEARED_BEFORE_STEP",),
+          expected="GRADIENTS_CLEARED_BEFORE_STEP (Monitor)", location="optimizer",
+          status=DIAGNOSED),
+    Entry(name="gan_generator_adversarial_term_detached",
+          source="nikhilsinghmus/image2reverb#37",
+          category="training loop",
+          root_cause="in the generator step fake_spec.detach() is passed to the discriminator, "
+                     "so the adversarial loss sends no gradient to the generator and only the "
+                     "L1 term trains it; the discriminator dominates early",
+          reproduce=lambda bug, _: _gan_generator_step(bug),
+          tool="monitor", codes=(),
+          expected="none yet: a check that a loss term reaches no parameter of the optimizer "
+                   "that steps after it (the adversarial term's graph holds only D's leaves)",
+          status=missed("the generator still receives the L1 term's gradient, so every "
+                        "parameter of G has a gradient and moves; no check asks which terms of "
+                        "the loss reach it")),
 )

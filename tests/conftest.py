@@ -1,6 +1,11 @@
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+# the blind folders' standard tests live in this shared module: rewrite its asserts too, so a
+# failure shows the compared values as it does in a test module
+pytest.register_assert_rewrite("tests.blind.pairs")
 
 settings.register_profile(
     "ci", deadline=None, max_examples=25, derandomize=True,

@@ -1,25 +1,10 @@
 """The backend protocol on both frameworks: structure, array I/O, snapshot/restore, clone."""
 import numpy as np
 import pytest
-import torch
 
-import minigrad
 from diagnostics.backends import MinigradBackend, TorchBackend, get_backend
 from diagnostics.errors import DiagnosticsError
-
-
-def _torch_model():
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
-
-
-def _minigrad_model():
-    minigrad.manual_seed(0)
-    return minigrad.nn.Sequential(minigrad.nn.Linear(3, 4), minigrad.nn.ReLU(),
-                                  minigrad.nn.Linear(4, 2))
-
-
-MODELS = {"torch": _torch_model, "minigrad": _minigrad_model}
+from tests.support.backend_models import MODELS
 
 
 @pytest.fixture(params=sorted(MODELS))
@@ -34,8 +19,8 @@ def _train_once(backend):
 
 
 def test_backend_is_chosen_from_the_model_type():
-    assert isinstance(get_backend(_torch_model()), TorchBackend)
-    assert isinstance(get_backend(_minigrad_model()), MinigradBackend)
+    assert isinstance(get_backend(MODELS["torch"]()), TorchBackend)
+    assert isinstance(get_backend(MODELS["minigrad"]()), MinigradBackend)
     with pytest.raises(DiagnosticsError, match="model: expected a torch.nn.Module or a minigrad"):
         get_backend([1, 2, 3])
 

@@ -8,8 +8,10 @@ import torch
 import minigrad
 from diagnostics import check_gradients
 
+from tests.support.declared_functions import REVERSE, ROUND, applying
+
 from .gradcheck_models import FRAMEWORKS, _layers, one_torch_thread
-from .test_tools_real_signatures import NN, REVERSE, ROUND, _applying
+from .tools_helpers import NN
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +30,7 @@ def _quantized(framework, bug=None):
     _seed(framework)
     planted = _layers(framework)["PlantedLinear"](8, 8, bug)
     model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), planted,
-                          _applying(framework, ROUND[framework]), nn.Linear(8, 3))
+                          applying(framework, ROUND[framework]), nn.Linear(8, 3))
     x = 3 * np.random.default_rng(0).standard_normal((5, 6))
     return model, nn.CrossEntropyLoss(), x, np.array([0, 1, 2, 0, 1])
 
@@ -69,7 +71,7 @@ def _reversed_features(framework, bug=None):
             self.inp = nn.Linear(6, 8)
             self.features = _layers(framework)["PlantedLinear"](8, 8, bug)
             self.label, self.domain = nn.Linear(8, 3), nn.Linear(8, 2)
-            self.grl = _applying(framework, REVERSE[framework])
+            self.grl = applying(framework, REVERSE[framework])
 
         def forward(self, x):
             f = self.features(self.inp(x).tanh())
@@ -153,7 +155,7 @@ def _dann(framework, *, doubled_label=False):
             super().__init__()
             self.features = nn.Sequential(nn.Linear(6, 8), nn.Tanh())
             self.label, self.domain = nn.Linear(8, 3), nn.Linear(8, 2)
-            self.grl = _applying(framework, REVERSE[framework])
+            self.grl = applying(framework, REVERSE[framework])
 
         def forward(self, x):
             f = self.features(x)

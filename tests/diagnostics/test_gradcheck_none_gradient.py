@@ -10,7 +10,7 @@ import minigrad
 from diagnostics import check_gradients
 
 from .gradcheck_models import FRAMEWORKS, one_torch_thread
-from .test_tools_real_signatures import NN
+from .tools_helpers import NN
 
 
 @pytest.fixture(autouse=True)

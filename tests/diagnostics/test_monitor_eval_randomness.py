@@ -14,7 +14,7 @@ from diagnostics.monitor.probes.eval_randomness import (MAX_CHECKS, differs, dro
                                                         first_difference)
 from tests.diagnostics.monitor_nets import CLASSES, FEATURES, batches, frameworks, teacher_data
 from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
-from tests.diagnostics.test_monitor_lifecycle import hook_state
+from tests.support.hooks import hook_state
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 FRAMEWORKS = frameworks()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from diagnostics import DiagnosticsError, GuardStopped, Monitor
 from diagnostics.monitor.probes.step_gradients import spike_median
 from tests.diagnostics.monitor_nets import frameworks, mlp
-from tests.diagnostics.test_monitor_lifecycle import hook_state
+from tests.support.hooks import hook_state
 
 torch = pytest.importorskip("torch")
 STEPS, BAD = 40, (12, 27)

@@ -7,8 +7,7 @@ from hypothesis import strategies as st
 
 from diagnostics.backends import get_backend
 from diagnostics.monitor.kernels import kernels_for
-
-from .test_backends import MODELS  # the same two small models
+from tests.support.backend_models import MODELS
 
 
 @pytest.fixture(params=sorted(MODELS))

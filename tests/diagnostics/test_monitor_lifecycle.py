@@ -14,6 +14,7 @@ from diagnostics.monitor import DEFAULT_EVERY, Thresholds
 from diagnostics.monitor.kernels import kernels_for
 from tests.diagnostics.monitor_nets import FEATURES, batches, frameworks, mlp, teacher_data
 from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
+from tests.support.hooks import hook_state
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 FRAMEWORKS = frameworks()
@@ -28,17 +29,6 @@ def fw(request):
 def dropout_net(fw):
     nn = fw.nn
     return nn.Sequential(nn.Linear(FEATURES, 32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 4))
-
-
-def hook_state(model):
-    """Every hook dict of every module and parameter, as {owner: {dict name: keys}}."""
-    backend = get_backend(model)
-    state = {name: {k: sorted(v) for k, v in keys.items()}
-             for name, keys in backend.hook_keys().items()}
-    for name, param in model.named_parameters():
-        hooks = getattr(param, "_backward_hooks", None) if backend.name == "torch" else param._hooks
-        state[name] = None if hooks is None else sorted(hooks)
-    return state
 
 
 def run(fw, model, optimizer, *, steps=6, monitor=None, eval_pass=True):

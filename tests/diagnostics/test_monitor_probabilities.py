@@ -16,7 +16,7 @@ from diagnostics.monitor.kernels import kernels_for
 from diagnostics.monitor.probes.probabilities import SIMPLEX_RECHECK, OutputProbabilities
 from tests.diagnostics.monitor_nets import CLASSES, FEATURES, batches, frameworks, teacher_data
 from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
-from tests.diagnostics.test_monitor_lifecycle import hook_state
+from tests.support.hooks import hook_state
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 FRAMEWORKS = frameworks()

@@ -13,7 +13,7 @@ from diagnostics import Finding, Monitor
 from diagnostics.monitor.probes import PROBES, Probe, Signal
 from tests.diagnostics.monitor_nets import FEATURES, frameworks, mlp
 from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
-from tests.diagnostics.test_monitor_lifecycle import hook_state
+from tests.support.hooks import hook_state
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

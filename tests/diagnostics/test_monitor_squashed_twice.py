@@ -14,7 +14,7 @@ from diagnostics.backends import get_backend
 from diagnostics.monitor.checks.probabilities import bce_with_logits_floor
 from diagnostics.monitor.kernels import kernels_for
 from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
-from tests.diagnostics.test_monitor_lifecycle import hook_state
+from tests.support.hooks import hook_state
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

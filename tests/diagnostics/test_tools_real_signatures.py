@@ -20,6 +20,8 @@ from diagnostics.gradcheck.settings import Settings
 from diagnostics.outputs import select_key
 from diagnostics.backends import get_backend
 
+from tests.support.declared_functions import REVERSE, ROUND, applying
+
 from .gradcheck_models import one_torch_thread
 from .tools_helpers import FRAMEWORKS, NN, assert_same, capture, classification_data
 
@@ -267,62 +269,6 @@ def test_preflight_overfits_through_train_step_and_its_clipping():
 
 
 # ------------------------------------------------------------- declared exceptions
-class _Reverse(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return -grad
-
-
-class _GradientReversal(torch.nn.Module):
-    def forward(self, x):
-        return _Reverse.apply(x)
-
-
-class _RoundSTE(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return torch.round(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad
-
-
-class _MgReverse(minigrad.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x.copy()
-
-    @staticmethod
-    def backward(ctx, grad):
-        return -grad
-
-
-class _MgRoundSTE(minigrad.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return np.round(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad
-
-
-REVERSE = {"torch": _Reverse, "minigrad": _MgReverse}
-ROUND = {"torch": _RoundSTE, "minigrad": _MgRoundSTE}
-
-
-def _applying(framework, function):
-    class Apply(NN[framework].Module):
-        def forward(self, x):
-            return function.apply(x)
-    return Apply()
-
-
 def _domain_adversarial(framework, *, broken_head=False):
     """Features shared by a label head and, through gradient reversal, a domain head."""
     nn = NN[framework]
@@ -333,9 +279,9 @@ def _domain_adversarial(framework, *, broken_head=False):
             super().__init__()
             self.features = nn.Sequential(nn.Linear(6, 8), nn.Tanh())
             self.label = nn.Linear(8, 3)
-            self.grl = _applying(framework, REVERSE[framework])
+            self.grl = applying(framework, REVERSE[framework])
             self.domain = nn.Linear(8, 2)
-            self.wrong = _applying(framework, REVERSE[framework]) if broken_head else None
+            self.wrong = applying(framework, REVERSE[framework]) if broken_head else None
 
         def forward(self, x):
             f = self.features(x)
@@ -382,7 +328,7 @@ def test_declared_straight_through_estimator(framework):
     nn = NN[framework]
     (torch.manual_seed if framework == "torch" else minigrad.manual_seed)(0)
     model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 8),
-                          _applying(framework, ROUND[framework]), nn.Linear(8, 3))
+                          applying(framework, ROUND[framework]), nn.Linear(8, 3))
     x = 3 * np.random.default_rng(0).standard_normal((5, 6))
     y = np.array([0, 1, 2, 0, 1])
     loss_fn = nn.CrossEntropyLoss()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from diagnostics import preflight
 from diagnostics.tools.reshapes import reshape_findings, scrambled_axes, watch_reshapes
 from tests.diagnostics.monitor_nets import one_torch_thread  # noqa: F401 (a fixture)
-from tests.diagnostics.test_monitor_lifecycle import hook_state
+from tests.support.hooks import hook_state
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -75,12 +75,7 @@ LABEL_IMBALANCE on the correctly weighted sampler, the same DiagnosticsError, an
 near-duplicate DATA_LEAKAGE on held-out days interleaved with training days). Modules were not
 edited after the first run. The whole file takes ~20-25 s of CPU.
 """
-import functools
-import importlib
-
-import pytest
-
-import gradhunt
+from tests.blind import pairs
 
 MODULES = [
     "rows_weighted_sampler_class_weights",
@@ -101,9 +96,6 @@ HEALTHY = [
     "healthy_seg_joint_crop_one_offset",
 ]
 MISSED = {
-    "sorted_sales_by_date_trend",
-}
-MISSED_WHY = {
     "sorted_sales_by_date_trend": "no LABELS_SORTED (when written, the only finding was a "
     "near-duplicate DATA_LEAKAGE warning that the fixed twin got too; that one is gone since "
     "the chance share of near pairs is judged by the data's intrinsic dimension)",
@@ -111,69 +103,7 @@ MISSED_WHY = {
 FALSE_ALARMS = {
 }
 
-
-def _module(name):
-    return importlib.import_module(f"{__package__}.{name}")
-
-
-@functools.lru_cache(maxsize=None)
-def _train(name, fixed):
-    return _module(name).train(fixed=fixed)
-
-
-def _validate(name, fixed):
-    parts = _module(name).build(fixed=fixed)
-    result = gradhunt.validate_data(parts["train"], test=parts["test"])
-    return list(getattr(result, "findings", result))
-
-
-def _alarms(findings):
-    return [f for f in findings if f.severity in ("warning", "error")]
-
-
-def _describe(alarms):
-    return [(f.code, f.severity, f.location, f.message[:160]) for f in alarms]
-
-
-def _missed(names):
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=MISSED_WHY.get(n, "no check yet")))
-            if n in MISSED else n for n in names]
-
-
-def _quiet(names):
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=FALSE_ALARMS[n]))
-            if n in FALSE_ALARMS else n for n in names]
-
-
-@pytest.mark.parametrize("name", MODULES)
-def test_bug_is_real(name):
-    buggy = _train(name, False)
-    fixed = _train(name, True)
-    assert buggy["higher_is_better"] == fixed["higher_is_better"]
-    if getattr(_module(name), "KEYWORD", None):       # (B) leakage: the reported score lies
-        assert buggy["reported"] >= buggy["honest"] + 0.15, (name, buggy["evidence"])
-        assert fixed["reported"] <= fixed["honest"] + 0.07, (name, fixed["evidence"])
-        return
-    b, f = buggy["metric"], fixed["metric"]
-    assert b == b and f == f, (name, b, f)
-    if fixed["higher_is_better"]:
-        assert f >= b + 0.10, (name, buggy["evidence"], fixed["evidence"])
-    else:
-        assert f <= 0.7 * b, (name, buggy["evidence"], fixed["evidence"])
-
-
-@pytest.mark.parametrize("name", _missed(MODULES))
-def test_buggy_named(name):
-    findings = _validate(name, False)
-    module = _module(name)
-    keyword = getattr(module, "KEYWORD", None)
-    hits = [f for f in _alarms(findings) if f.code == module.EXPECTED
-            and (keyword is None or keyword in f.message)]
-    assert hits, (f"{name}: no {module.EXPECTED} warning/error"
-                  f"{' with ' + repr(keyword) if keyword else ''}; alarms {_describe(_alarms(findings))}")
-
-
-@pytest.mark.parametrize("name", _quiet(MODULES + HEALTHY))
-def test_fixed_twin_quiet(name):
-    alarms = _alarms(_validate(name, True))
-    assert not alarms, f"{name}: alarms on the fixed twin {_describe(alarms)}"
+RUNS = pairs.Pipelines(__package__)
+test_bug_is_real = pairs.each(MODULES, RUNS.bug_is_real)
+test_buggy_named = pairs.each(MODULES, RUNS.named, xfail=MISSED)
+test_fixed_twin_quiet = pairs.each(MODULES + HEALTHY, RUNS.quiet, xfail=FALSE_ALARMS)

@@ -56,12 +56,7 @@ exactly four times) raised nothing; the GRU pipeline's padded batches of varying
 it raise ValueError (numpy concatenate), and the 3-tensor batches of
 embedding_jittered_test_rows a DiagnosticsError. The whole file takes ~20-25 s of CPU.
 """
-import functools
-import importlib
-
-import pytest
-
-import gradhunt
+from tests.blind import pairs
 
 MODULES = [
     "cnn_flip_views_len",
@@ -76,85 +71,12 @@ HEALTHY = [
     "healthy_augmented_loader",
     "healthy_series_time_split",
 ]
-MISSED = set()
-MISSED_WHY = {}
-# The fixed twins and the healthy pipelines cannot be judged until validate_data takes a Dataset
-# and ``test=``: today the call raises, so test (3) fails for a reason that says nothing about
-# false alarms. They are xfail(strict=False) until then; the check's author makes them strict
-# passes (removes them from NOT_YET) once the API exists.
-NOT_YET = set()
+# buggy pipelines validate_data does not name: name -> why
+MISSED = {}
+# fixed twins / healthy pipelines it alarms on: name -> why
 FALSE_ALARMS = {}
 
-
-def _module(name):
-    return importlib.import_module(f"{__package__}.{name}")
-
-
-@functools.lru_cache(maxsize=None)
-def _train(name, fixed):
-    return _module(name).train(fixed=fixed)
-
-
-def _validate(name, fixed):
-    parts = _module(name).build(fixed=fixed)
-    result = gradhunt.validate_data(parts["train"], test=parts["test"])
-    return list(getattr(result, "findings", result))
-
-
-def _alarms(findings):
-    return [f for f in findings if f.severity in ("warning", "error")]
-
-
-def _describe(alarms):
-    return [(f.code, f.severity, f.location, f.message[:120]) for f in alarms]
-
-
-def _missed(names):
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=MISSED_WHY.get(n, "no check yet")))
-            if n in MISSED else n for n in names]
-
-
-def _quiet(names):
-    out = []
-    for n in names:
-        if n in FALSE_ALARMS:
-            out.append(pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=FALSE_ALARMS[n])))
-        elif n in NOT_YET:
-            out.append(pytest.param(n, marks=pytest.mark.xfail(
-                strict=False, reason="no check yet: validate_data does not take a Dataset yet")))
-        else:
-            out.append(n)
-    return out
-
-
-@pytest.mark.parametrize("name", MODULES)
-def test_bug_is_real(name):
-    buggy = _train(name, False)
-    fixed = _train(name, True)
-    assert buggy["higher_is_better"] == fixed["higher_is_better"]
-    if getattr(_module(name), "KEYWORD", None):       # (B) leakage: the reported score lies
-        assert buggy["reported"] >= buggy["honest"] + 0.15, (name, buggy["evidence"])
-        assert fixed["reported"] <= fixed["honest"] + 0.07, (name, fixed["evidence"])
-        return
-    b, f = buggy["metric"], fixed["metric"]
-    if fixed["higher_is_better"]:      # accuracies: at least 10 points better
-        assert f >= b + 0.10, (name, buggy["evidence"], fixed["evidence"])
-    else:                              # errors (MSE): at most 70% of the buggy one
-        assert f <= 0.7 * b, (name, buggy["evidence"], fixed["evidence"])
-
-
-@pytest.mark.parametrize("name", _missed(MODULES))
-def test_buggy_named(name):
-    findings = _validate(name, False)
-    module = _module(name)
-    keyword = getattr(module, "KEYWORD", None)
-    hits = [f for f in _alarms(findings) if f.code == module.EXPECTED
-            and (keyword is None or keyword in f.message)]
-    assert hits, (f"{name}: no {module.EXPECTED} warning/error"
-                  f"{' with ' + repr(keyword) if keyword else ''}; alarms {_describe(_alarms(findings))}")
-
-
-@pytest.mark.parametrize("name", _quiet(MODULES + HEALTHY))
-def test_fixed_twin_quiet(name):
-    alarms = _alarms(_validate(name, True))
-    assert not alarms, f"{name}: alarms on the fixed twin {_describe(alarms)}"
+RUNS = pairs.Pipelines(__package__)
+test_bug_is_real = pairs.each(MODULES, RUNS.bug_is_real)
+test_buggy_named = pairs.each(MODULES, RUNS.named, xfail=MISSED)
+test_fixed_twin_quiet = pairs.each(MODULES + HEALTHY, RUNS.quiet, xfail=FALSE_ALARMS)

@@ -58,10 +58,7 @@ When written (before any check): (1) holds on all 10 pairs; ``validate_data`` do
 Dataset or a ``test=`` keyword yet (today: ``TypeError: validate_data() got an unexpected keyword argument 'test'``), so (2)
 and (3) cannot run (marked xfail). The whole file takes ~15-20 s of CPU.
 """
-import functools
-import importlib
-
-import pytest
+from tests.blind import pairs
 
 MODULES = [
     "shift_tabular_norm_train_only",
@@ -79,84 +76,15 @@ HEALTHY = [
     "healthy_seg_joint_flip",
     "healthy_balanced_shuffled",
 ]
-MISSED = {"onesided_keypoint_random_crop"}
-MISSED_WHY = {
+MISSED = {
     "onesided_keypoint_random_crop": "the target is (row, col) coordinates, not aligned with "
     "the input position by position: TRANSFORM_ONE_SIDED judges masks, maps and per-step "
     "labels only (a regression target left unchanged by a crop may be right: a count, an age)",
 }
-# The fixed twins and the healthy pipelines should already be quiet, but today
-# validate_data(train, test=test) raises on a Dataset (and has no test= keyword), so the test
-# cannot run at all. strict=False: when the check lands the twins start passing without anyone
-# having to edit this list; the check's author then drops the mark (and any twin that alarms
-# moves to FALSE_ALARMS with its reason, strict=True).
-NOT_YET_QUIET = "no check yet: validate_data does not take a Dataset yet"
+# fixed twins / healthy pipelines validate_data alarms on: name -> why
 FALSE_ALARMS = {}
 
-
-def _module(name):
-    return importlib.import_module(f"{__package__}.{name}")
-
-
-@functools.lru_cache(maxsize=None)
-def _train(name, fixed):
-    return _module(name).train(fixed)
-
-
-def _findings(name, fixed):
-    import gradhunt
-    data = _module(name).build(fixed)
-    return list(gradhunt.validate_data(data["train"], test=data["test"]))
-
-
-def _alarms(findings):
-    return [f for f in findings if f.severity in ("warning", "error")]
-
-
-def _describe(findings):
-    return [(f.code, f.severity, f.location, f.message) for f in findings]
-
-
-def _missed(names):
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True,
-                                                    reason=MISSED_WHY.get(n, "no check yet")))
-            if n in MISSED else n for n in names]
-
-
-def _quiet(names):
-    out = []
-    for n in names:
-        if n in FALSE_ALARMS:
-            out.append(pytest.param(n, marks=pytest.mark.xfail(strict=True,
-                                                               reason=FALSE_ALARMS[n])))
-        else:
-            out.append(n)
-    return out
-
-
-@pytest.mark.parametrize("name", MODULES)
-def test_bug_is_real(name):
-    buggy = _train(name, False)
-    fixed = _train(name, True)
-    assert buggy["higher_is_better"] == fixed["higher_is_better"]
-    b, f = buggy["metric"], fixed["metric"]
-    assert b == b and f == f, (name, b, f)                 # no NaN
-    if fixed["higher_is_better"]:      # accuracies / IoU: at least 10 points better
-        assert f >= b + 0.10, (name, buggy["evidence"], fixed["evidence"])
-    else:                              # errors (MSE, pixels): at most 70% of the buggy one
-        assert f <= 0.7 * b, (name, buggy["evidence"], fixed["evidence"])
-
-
-@pytest.mark.parametrize("name", _missed(MODULES))
-def test_buggy_named(name):
-    findings = _findings(name, False)
-    alarms = _alarms(findings)
-    expected = _module(name).EXPECTED
-    assert any(f.code == expected for f in alarms), (
-        f"{name}: no warning/error {expected}; findings {_describe(findings)}")
-
-
-@pytest.mark.parametrize("name", _quiet(MODULES + HEALTHY))
-def test_fixed_twin_quiet(name):
-    alarms = _alarms(_findings(name, True))
-    assert not alarms, f"{name}: alarms on the fixed twin {_describe(alarms)}"
+RUNS = pairs.Pipelines(__package__)
+test_bug_is_real = pairs.each(MODULES, RUNS.bug_is_real)
+test_buggy_named = pairs.each(MODULES, RUNS.named, xfail=MISSED)
+test_fixed_twin_quiet = pairs.each(MODULES + HEALTHY, RUNS.quiet, xfail=FALSE_ALARMS)

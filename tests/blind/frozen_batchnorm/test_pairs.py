@@ -38,10 +38,7 @@ When written (before any check): (1) holds on all 4 pairs, (3) on all 4 fixed tw
 healthy program; (2) fails on all 4: the Monitor reports NO warning or error on any buggy
 program today (all in MISSED). The whole file takes ~30 s of CPU (Lightning start-up included).
 """
-import functools
-import importlib
-
-import pytest
+from tests.blind import pairs
 
 MODULES = [
     "cnn_new_head",
@@ -52,55 +49,7 @@ MODULES = [
 HEALTHY = ["healthy_full_finetune"]
 MISSED: set = set()
 
-
-def _missed(names):
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="no check yet"))
-            if n in MISSED else n for n in names]
-
-
-@functools.lru_cache(maxsize=None)
-def _run(name, fixed, monitor):
-    module = importlib.import_module(f"{__package__}.{name}")
-    return module.run(fixed=fixed, monitor=monitor)
-
-
-def _expected(name):
-    return importlib.import_module(f"{__package__}.{name}").EXPECTED
-
-
-def _alarms(report):
-    return [f for f in report.findings if f.severity in ("warning", "error")]
-
-
-def _describe(alarms):
-    return [(f.code, f.severity, f.location) for f in alarms]
-
-
-@pytest.mark.parametrize("name", MODULES)
-def test_bug_is_real(name):
-    buggy = _run(name, False, False)
-    fixed = _run(name, True, False)
-    assert buggy["report"] is None and fixed["report"] is None
-    assert buggy["higher_is_better"] == fixed["higher_is_better"]
-    b, f = buggy["metric"], fixed["metric"]
-    if fixed["higher_is_better"]:      # accuracies: at least 10 points better
-        assert f >= b + 0.10, (name, b, f)
-    else:                              # errors (MSE): at most 70% of the buggy one
-        assert f <= 0.7 * b, (name, b, f)
-
-
-@pytest.mark.parametrize("name", _missed(MODULES))
-def test_buggy_named_at_root_cause_first(name):
-    report = _run(name, False, True)["report"]
-    alarms = _alarms(report)
-    assert alarms, f"{name}: no warning or error on the buggy program\n{report}"
-    assert alarms[0].code == _expected(name), (
-        f"{name}: first alarm {alarms[0].code}, expected {_expected(name)}; "
-        f"alarms {_describe(alarms)}\n{report}")
-
-
-@pytest.mark.parametrize("name", MODULES + HEALTHY)
-def test_fixed_twin_quiet(name):
-    report = _run(name, True, True)["report"]
-    alarms = _alarms(report)
-    assert not alarms, f"{name}: alarms on the fixed twin {_describe(alarms)}\n{report}"
+RUNS = pairs.Monitored(__package__)
+test_bug_is_real = pairs.each(MODULES, RUNS.bug_is_real)
+test_buggy_named_at_root_cause_first = pairs.each(MODULES, RUNS.named_first, xfail=MISSED)
+test_fixed_twin_quiet = pairs.each(MODULES + HEALTHY, RUNS.quiet)

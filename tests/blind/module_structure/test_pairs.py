@@ -34,10 +34,7 @@ seeds, tried while writing, the fixed/buggy MSE ratio was 0.21-0.29 for the MLP 
 always hurt, the size varies. The whole file takes ~45 s of CPU (user time, 2 min wall on a
 loaded 2-core machine).
 """
-import functools
-import importlib
-
-import pytest
+from tests.blind import pairs
 
 MODULES = [
     "multitask_heads_fromkeys",
@@ -54,72 +51,8 @@ MISSED: set = set()
 # fixed twins that today's gradhunt alarms on (a false alarm: a finding for the lead)
 FALSE_ALARMS = {}
 
-
-@functools.cache
-def _run(name, fixed, monitor):
-    module = importlib.import_module(f"{__package__}.{name}")
-    return module.run(fixed=fixed, monitor=monitor)
-
-
-@functools.cache
-def _run_healthy(name):
-    return importlib.import_module(f"{__package__}.{name}").run(monitor=True)
-
-
-def _expected(name):
-    return importlib.import_module(f"{__package__}.{name}").EXPECTED
-
-
-def _alarms(report):
-    return [f for f in report.findings if f.severity in ("warning", "error")]
-
-
-def _describe(alarms):
-    return [(f.code, f.severity, f.location) for f in alarms]
-
-
-def _missed(names):
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="no check yet"))
-            if n in MISSED else n for n in names]
-
-
-def _false_alarm(names):
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=FALSE_ALARMS[n]))
-            if n in FALSE_ALARMS else n for n in names]
-
-
-@pytest.mark.parametrize("name", MODULES)
-def test_bug_is_real(name):
-    buggy = _run(name, False, False)
-    fixed = _run(name, True, False)
-    assert buggy["report"] is None and fixed["report"] is None
-    assert buggy["higher_is_better"] == fixed["higher_is_better"]
-    b, f = buggy["metric"], fixed["metric"]
-    if fixed["higher_is_better"]:      # accuracies: at least 10 points better
-        assert f >= b + 0.10, (name, b, f)
-    else:                              # errors (MSE): at most 70% of the buggy one
-        assert f <= 0.7 * b, (name, b, f)
-
-
-@pytest.mark.parametrize("name", _missed(MODULES))
-def test_buggy_named_at_root_cause_first(name):
-    report = _run(name, False, True)["report"]
-    alarms = _alarms(report)
-    assert alarms, f"{name}: no warning or error on the buggy program\n{report}"
-    assert alarms[0].code == _expected(name), (
-        f"{name}: first alarm {alarms[0].code}, expected {_expected(name)}; "
-        f"alarms {_describe(alarms)}\n{report}")
-
-
-@pytest.mark.parametrize("name", _false_alarm(MODULES))
-def test_fixed_twin_quiet(name):
-    report = _run(name, True, True)["report"]
-    alarms = _alarms(report)
-    assert not alarms, f"{name}: alarms on the fixed twin {_describe(alarms)}\n{report}"
-
-
-@pytest.mark.parametrize("name", _false_alarm(HEALTHY))
-def test_healthy_quiet(name):
-    report = _run_healthy(name)["report"]
-    alarms = _alarms(report)
-    assert not alarms, f"{name}: alarms on a healthy program {_describe(alarms)}\n{report}"
+RUNS = pairs.Monitored(__package__)
+test_bug_is_real = pairs.each(MODULES, RUNS.bug_is_real)
+test_buggy_named_at_root_cause_first = pairs.each(MODULES, RUNS.named_first, xfail=MISSED)
+test_fixed_twin_quiet = pairs.each(MODULES, RUNS.quiet, xfail=FALSE_ALARMS)
+test_healthy_quiet = pairs.each(HEALTHY, RUNS.healthy_quiet, xfail=FALSE_ALARMS)

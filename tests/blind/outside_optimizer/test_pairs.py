@@ -49,10 +49,9 @@ plateau warnings). So the loops that clear with ``optimizer.zero_grad()`` are fi
 zero_grad is missing. On healthy_two_optimizers it reports an info MONITOR_ERROR (its
 GradientsProbe turned off: "reshape is not implemented for sparse tensors").
 """
-import functools
-import importlib
-
 import pytest
+
+from tests.blind import pairs
 
 MODULES = [
     "cnn_head_replaced",
@@ -71,68 +70,19 @@ HEALTHY = [
 # buggy programs whose root cause no check names yet; the implementer removes names as it does
 MISSED: set = set()
 
-# fixed twins or healthy programs on which today's gradhunt alarms (none when written)
+# fixed twins or healthy programs on which today's gradhunt alarms: name -> "false alarm: ..."
 FALSE_ALARMS = {}
 
-
-def _params(names, xfails, reason):
-    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=reason(name)))
-            if name in xfails else name for name in names]
-
-
-@functools.cache
-def _run(name, fixed, monitor):
-    module = importlib.import_module(f"{__package__}.{name}")
-    return module.run(fixed=fixed, monitor=monitor)
-
-
-def _expected(name):
-    return importlib.import_module(f"{__package__}.{name}").EXPECTED
-
-
-def _alarms(report):
-    return [f for f in report.findings if f.severity in ("warning", "error")]
-
-
-def _describe(alarms):
-    return [(f.code, f.severity, f.location) for f in alarms]
-
-
-@pytest.mark.parametrize("name", MODULES)
-def test_bug_is_real(name):
-    buggy = _run(name, False, False)
-    fixed = _run(name, True, False)
-    assert buggy["report"] is None and fixed["report"] is None
-    assert buggy["higher_is_better"] == fixed["higher_is_better"]
-    b, f = buggy["metric"], fixed["metric"]
-    if fixed["higher_is_better"]:      # accuracies: at least 10 points better
-        assert f >= b + 0.10, (name, b, f)
-    else:                              # errors (MSE): at most 70% of the buggy one
-        assert f <= 0.7 * b, (name, b, f)
-
-
-@pytest.mark.parametrize("name", _params(MODULES, MISSED, lambda name: "no check yet"))
-def test_buggy_named_at_root_cause_first(name):
-    report = _run(name, False, True)["report"]
-    alarms = _alarms(report)
-    assert alarms, f"{name}: no warning or error on the buggy program\n{report}"
-    assert alarms[0].code == _expected(name), (
-        f"{name}: first alarm {alarms[0].code}, expected {_expected(name)}; "
-        f"alarms {_describe(alarms)}\n{report}")
-
-
-@pytest.mark.parametrize("name", _params(MODULES + HEALTHY, FALSE_ALARMS,
-                                         lambda name: f"false alarm: {FALSE_ALARMS[name]}"))
-def test_fixed_twin_quiet(name):
-    report = _run(name, True, True)["report"]
-    alarms = _alarms(report)
-    assert not alarms, f"{name}: alarms on the fixed/healthy program {_describe(alarms)}\n{report}"
+RUNS = pairs.Monitored(__package__)
+test_bug_is_real = pairs.each(MODULES, RUNS.bug_is_real)
+test_buggy_named_at_root_cause_first = pairs.each(MODULES, RUNS.named_first, xfail=MISSED)
+test_fixed_twin_quiet = pairs.each(MODULES + HEALTHY, RUNS.quiet, xfail=FALSE_ALARMS)
 
 
 @pytest.mark.parametrize("name", HEALTHY)
 def test_healthy_program_trains(name):
     """A healthy control that does not learn would prove nothing about false alarms."""
-    result = _run(name, True, False)
+    result = RUNS.run(name, True, False)
     assert result["report"] is None
     if result["higher_is_better"]:
         assert result["metric"] >= 0.8, (name, result["metric"])

@@ -21,10 +21,7 @@ twins; (2) held on transformer_cosine and mlp_polynomial only. cnn_steplr and ls
 LOSS_PLATEAU + LOSS_AT_CHANCE, bow_exponential LOSS_PLATEAU, and the two warm-ups
 (mlp_warmup, attention_linear_warmup) no alarm at all. The whole file takes ~40 s of CPU.
 """
-import functools
-import importlib
-
-import pytest
+from tests.blind import pairs
 
 MODULES = [
     "cnn_steplr",
@@ -36,50 +33,7 @@ MODULES = [
     "attention_linear_warmup",
 ]
 
-
-@functools.lru_cache(maxsize=None)
-def _run(name, fixed, monitor):
-    module = importlib.import_module(f"{__package__}.{name}")
-    return module.run(fixed=fixed, monitor=monitor)
-
-
-def _expected(name):
-    return importlib.import_module(f"{__package__}.{name}").EXPECTED
-
-
-def _alarms(report):
-    return [f for f in report.findings if f.severity in ("warning", "error")]
-
-
-def _describe(alarms):
-    return [(f.code, f.severity, f.location) for f in alarms]
-
-
-@pytest.mark.parametrize("name", MODULES)
-def test_bug_is_real(name):
-    buggy = _run(name, False, False)
-    fixed = _run(name, True, False)
-    assert buggy["report"] is None and fixed["report"] is None
-    assert buggy["higher_is_better"] == fixed["higher_is_better"]
-    b, f = buggy["metric"], fixed["metric"]
-    if fixed["higher_is_better"]:      # accuracies: at least 10 points better
-        assert f >= b + 0.10, (name, b, f)
-    else:                              # errors (MSE): at most 70% of the buggy one
-        assert f <= 0.7 * b, (name, b, f)
-
-
-@pytest.mark.parametrize("name", MODULES)
-def test_buggy_named_at_root_cause_first(name):
-    report = _run(name, False, True)["report"]
-    alarms = _alarms(report)
-    assert alarms, f"{name}: no warning or error on the buggy program\n{report}"
-    assert alarms[0].code == _expected(name), (
-        f"{name}: first alarm {alarms[0].code}, expected {_expected(name)}; "
-        f"alarms {_describe(alarms)}\n{report}")
-
-
-@pytest.mark.parametrize("name", MODULES)
-def test_fixed_twin_quiet(name):
-    report = _run(name, True, True)["report"]
-    alarms = _alarms(report)
-    assert not alarms, f"{name}: alarms on the fixed twin {_describe(alarms)}\n{report}"
+RUNS = pairs.Monitored(__package__)
+test_bug_is_real = pairs.each(MODULES, RUNS.bug_is_real)
+test_buggy_named_at_root_cause_first = pairs.each(MODULES, RUNS.named_first)
+test_fixed_twin_quiet = pairs.each(MODULES, RUNS.quiet)

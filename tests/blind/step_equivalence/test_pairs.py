@@ -61,13 +61,11 @@ When written, gradhunt had no ``check_step_equivalence``: (1) holds on all 6 pai
 xfail(strict) for all (MISSED); (3) raises AttributeError today, so it is xfail(strict=False)
 (NOT_YET_QUIET) -- the check's author removes names from both sets as the check lands.
 """
-import functools
-import importlib
 import math
 
 import pytest
 
-import gradhunt
+from tests.blind import pairs
 from tests.blind.step_equivalence._common import measure_step
 
 MODULES = [
@@ -84,46 +82,13 @@ HEALTHY = [
 ]
 # buggy programs not named today: the check's author removes a name as the check catches it
 MISSED = set()
-# test_fixed_twin_quiet cannot pass today: gradhunt.check_step_equivalence does not exist yet, so
-# the call raises AttributeError. These are xfail(strict=False), not strict=True, on purpose:
-# it is a placeholder for "no check yet", not a recorded false alarm. When the check lands, empty
-# this set; a fixed twin the check then alarms on is a real false alarm and goes back in with
-# strict=True and its reason.
-NOT_YET_QUIET = set()
 
-
-def _mod(name):
-    return importlib.import_module(f"{__package__}.{name}")
-
-
-@functools.lru_cache(maxsize=None)
-def _train(name, fixed):
-    return _mod(name).train(fixed)
-
-
-def _missed(names):
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="no check yet"))
-            if n in MISSED else n for n in names]
-
-
-def _not_yet_quiet(names):
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=False, reason="no check yet"))
-            if n in NOT_YET_QUIET else n for n in names]
-
-
-def _check(objs):
-    return gradhunt.check_step_equivalence(
-        objs["model"], objs["loss_fn"], objs["inputs"], objs["targets"],
-        train_step=objs["train_step"], optimizer=objs["optimizer"])
-
-
-def _alarms(result):
-    return [f for f in result if f.severity in ("warning", "error")]
+RUNS = pairs.StepChecks(__package__)
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_bug_is_real(name):
-    mod = _mod(name)
+    mod = RUNS.module(name)
     buggy = measure_step(mod.build(False), mod.effective_loss)
     fixed = measure_step(mod.build(True), mod.effective_loss)
     # the buggy step minimises the hand-written effective objective, not loss_fn
@@ -137,35 +102,19 @@ def test_bug_is_real(name):
         assert math.isclose(buggy["vs_true"]["scale"], mod.SCALE, rel_tol=1e-3), (name, buggy)
     else:                      # a reweighting: the direction itself differs
         assert buggy["vs_true"]["cos"] < 0.99, (name, buggy)
-    b, f = _train(name, False), _train(name, True)
+    b, f = RUNS.cached(name, "train", False), RUNS.cached(name, "train", True)
     assert b["higher_is_better"] == f["higher_is_better"]
     assert math.isfinite(b["metric"]) and math.isfinite(f["metric"]), (b, f)
     if mod.QUALITY_GAP:
-        if f["higher_is_better"]:   # accuracies: at least 10 points better
-            assert f["metric"] >= b["metric"] + 0.10, (name, b, f)
-        else:                       # losses / errors: at most 70% of the buggy one
-            assert f["metric"] <= 0.7 * b["metric"], (name, b, f)
+        pairs.assert_clearly_better(b["metric"], f["metric"],
+                                    higher_is_better=f["higher_is_better"], shown=(name, b, f))
 
 
 @pytest.mark.parametrize("name", HEALTHY)
 def test_healthy_step_is_objective(name):
-    m = measure_step(_mod(name).build(True))
+    m = measure_step(RUNS.module(name).build(True))
     assert m["vs_true"]["rel"] < 1e-4, (name, m)
 
 
-@pytest.mark.parametrize("name", _missed(MODULES))
-def test_buggy_named(name):
-    code, keyword = _mod(name).EXPECTED
-    result = _check(_mod(name).build(False))
-    alarms = _alarms(result)
-    hits = [f for f in alarms if f.code == code and keyword in f.message]
-    assert hits, (f"{name}: no {code} mentioning {keyword!r}; alarms "
-                  f"{[(f.code, f.severity, f.location) for f in alarms]}\n{result}")
-
-
-@pytest.mark.parametrize("name", _not_yet_quiet(MODULES + HEALTHY))
-def test_fixed_twin_quiet(name):
-    result = _check(_mod(name).build(True))
-    assert result.passed is True, (
-        f"{name}: alarms on the fixed twin "
-        f"{[(f.code, f.severity, f.location) for f in _alarms(result)]}\n{result}")
+test_buggy_named = pairs.each(MODULES, RUNS.named, xfail=MISSED)
+test_fixed_twin_quiet = pairs.each(MODULES + HEALTHY, RUNS.quiet)

@@ -78,11 +78,9 @@ Expectations were frozen and committed before gradhunt's check was run on them. 
 check misses a pair (MISSED) or alarms on a healthy program / fixed twin (FALSE_ALARMS), the
 test is xfail(strict=True) with the observed output as the reason.
 """
-import importlib
-
 import pytest
 
-import gradhunt
+from tests.blind import pairs
 from tests.blind.step_equivalence._common import compare
 from tests.blind.step_equivalence_distant._measure import measure
 
@@ -114,29 +112,12 @@ MISSED = {
 # fixed twins / healthy programs the check alarms on: name -> observed output
 FALSE_ALARMS = {}
 
-
-def _mod(name):
-    return importlib.import_module(f"{__package__}.{name}")
-
-
-def _marked(names, marks):
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=marks[n]))
-            if n in marks else n for n in names]
-
-
-def _check(objs):
-    return gradhunt.check_step_equivalence(
-        objs["model"], objs["loss_fn"], objs["inputs"], objs["targets"],
-        train_step=objs["train_step"], optimizer=objs["optimizer"])
-
-
-def _alarms(result):
-    return [f for f in result if f.severity in ("warning", "error")]
+RUNS = pairs.StepChecks(__package__)
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_bug_is_real(name):
-    mod = _mod(name)
+    mod = RUNS.module(name)
     buggy = measure(mod.build(False), mod.effective_loss)
     fixed = measure(mod.build(True), mod.effective_loss)
     assert buggy["vs_true"]["rel"] > 0.05, (name, buggy["vs_true"])
@@ -149,7 +130,7 @@ def test_bug_is_real(name):
 
 @pytest.mark.parametrize("name", HEALTHY)
 def test_healthy_step_is_objective(name):
-    mod = _mod(name)
+    mod = RUNS.module(name)
     m = measure(mod.build(True, **getattr(mod, "MEASURE_KW", {})))
     if hasattr(mod, "CLIP_VALUE"):   # the objective's gradient, clamped entrywise by the user
         clamped = m["g_true"].clamp(-mod.CLIP_VALUE, mod.CLIP_VALUE)
@@ -160,19 +141,5 @@ def test_healthy_step_is_objective(name):
         assert m["vs_true"]["rel"] < 1e-5, (name, m["vs_true"])
 
 
-@pytest.mark.parametrize("name", _marked(MODULES, MISSED))
-def test_buggy_named(name):
-    code, keyword = _mod(name).EXPECTED
-    result = _check(_mod(name).build(False))
-    alarms = _alarms(result)
-    hits = [f for f in alarms if f.code == code and keyword in f.message]
-    assert hits, (f"{name}: no {code} mentioning {keyword!r}; alarms "
-                  f"{[(f.code, f.severity, f.message) for f in alarms]}\n{result}")
-
-
-@pytest.mark.parametrize("name", _marked(MODULES + HEALTHY, FALSE_ALARMS))
-def test_fixed_twin_quiet(name):
-    result = _check(_mod(name).build(True))
-    assert result.passed is True, (
-        f"{name}: alarms on the fixed twin "
-        f"{[(f.code, f.severity, f.message) for f in _alarms(result)]}\n{result}")
+test_buggy_named = pairs.each(MODULES, RUNS.named, xfail=MISSED)
+test_fixed_twin_quiet = pairs.each(MODULES + HEALTHY, RUNS.quiet, xfail=FALSE_ALARMS)

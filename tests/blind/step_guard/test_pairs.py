@@ -76,8 +76,6 @@ guard="stop" raises GuardStopped naming the first bad step; (5) fixed twins and 
 programs: no warning/error from the default Monitor, nothing skipped by the guard; (6) with
 guard="skip" the parameters equal (torch.equal) the reference run that omits BAD_STEPS.
 """
-import functools
-import importlib
 import math
 import re
 
@@ -85,6 +83,7 @@ import pytest
 import torch
 
 import gradhunt
+from tests.blind import pairs
 
 PAIRS = [
     "mlp_layernorm_ratio_inf",
@@ -120,11 +119,10 @@ MISSED_RETRY = {
 }
 
 
-def _mod(name):
-    return importlib.import_module(f"{__package__}.{name}")
+RUNS = pairs.Folder(__package__)
+_mod = RUNS.module
 
 
-@functools.lru_cache(maxsize=None)
 def _run(name, fixed, guard=None, guard_replay=False, plain=False, omit=(),
          skip_nonfinite=False):
     kwargs = {"guard": guard, "guard_replay": guard_replay}
@@ -134,16 +132,7 @@ def _run(name, fixed, guard=None, guard_replay=False, plain=False, omit=(),
         kwargs["omit"] = frozenset(omit)
     if skip_nonfinite:
         kwargs["skip_nonfinite"] = True
-    return _mod(name).run(fixed, **kwargs)
-
-
-def _marked(names, table):
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=table[n]))
-            if n in table else n for n in names]
-
-
-def _alarms(report):
-    return [f for f in report.findings if f.severity in ("warning", "error")]
+    return RUNS.cached(name, "run", fixed, **kwargs)
 
 
 def _names_step(finding, steps):
@@ -191,17 +180,18 @@ def test_bug_is_real(name):
     assert _close(mod, ref["metric"], fixed["metric"]), (name, ref["metric"], fixed["metric"])
 
 
-@pytest.mark.parametrize("name", _marked(PAIRS, MISSED))
+@pytest.mark.parametrize("name", pairs.xfail_marked(PAIRS, MISSED))
 def test_default_monitor_reports_bad_step(name):
     mod = _mod(name)
     report = _run(name, False)["report"]
-    hits = [f for f in _alarms(report) if _names_step(f, mod.BAD_STEPS)]
+    hits = [f for f in pairs.alarms(report.findings) if _names_step(f, mod.BAD_STEPS)]
     assert hits, (name, sorted(mod.BAD_STEPS),
-                  [(f.code, f.severity, f.location, f.first_step) for f in _alarms(report)],
+                  [(f.code, f.severity, f.location, f.first_step)
+                   for f in pairs.alarms(report.findings)],
                   str(report))
 
 
-@pytest.mark.parametrize("name", _marked(PAIRS, MISSED))
+@pytest.mark.parametrize("name", pairs.xfail_marked(PAIRS, MISSED))
 def test_guard_skip_drops_exactly_bad_steps(name):
     mod = _mod(name)
     out = _run(name, False, guard="skip")
@@ -212,8 +202,8 @@ def test_guard_skip_drops_exactly_bad_steps(name):
     assert _close(mod, out["metric"], fixed["metric"]), (name, out["metric"], fixed["metric"])
 
 
-@pytest.mark.parametrize("name", _marked([n for n in PAIRS if _mod(n).KIND == "transient"],
-                                         MISSED_RETRY))
+@pytest.mark.parametrize("name", pairs.xfail_marked(
+    [n for n in PAIRS if _mod(n).KIND == "transient"], MISSED_RETRY))
 def test_guard_replay_retries_transient_fault(name):
     mod = _mod(name)
     out = _run(name, False, guard="skip", guard_replay=True)
@@ -234,26 +224,26 @@ def test_guard_replay_still_drops_reproducible_fault(name):
     assert out["finite"], name
 
 
-@pytest.mark.parametrize("name", _marked(PAIRS, MISSED))
+@pytest.mark.parametrize("name", pairs.xfail_marked(PAIRS, MISSED))
 def test_guard_stop_raises_at_first_bad_step(name):
     mod = _mod(name)
     with pytest.raises(gradhunt.GuardStopped) as stopped:
         _mod(name).run(False, guard="stop")
     report = stopped.value.report
     first = min(mod.BAD_STEPS)
-    hits = [f for f in _alarms(report) if _names_step(f, {first})]
+    hits = [f for f in pairs.alarms(report.findings) if _names_step(f, {first})]
     assert hits, (name, first, str(report))
 
 
-@pytest.mark.parametrize("name", _marked(PAIRS + HEALTHY, FALSE_ALARMS))
+@pytest.mark.parametrize("name", pairs.xfail_marked(PAIRS + HEALTHY, FALSE_ALARMS))
 def test_healthy_and_fixed_quiet(name):
     report = _run(name, True)["report"]
-    alarms = _alarms(report)
+    alarms = pairs.alarms(report.findings)
     assert not alarms, (name, [(f.code, f.severity, f.location, f.first_step) for f in alarms],
                         str(report))
 
 
-@pytest.mark.parametrize("name", _marked(PAIRS + HEALTHY, FALSE_ALARMS))
+@pytest.mark.parametrize("name", pairs.xfail_marked(PAIRS + HEALTHY, FALSE_ALARMS))
 def test_healthy_and_fixed_guard_skips_nothing(name):
     out = _run(name, True, guard="skip")
     assert tuple(out["monitor"].skipped_steps) == (), (

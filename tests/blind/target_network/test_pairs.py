@@ -30,10 +30,7 @@ after ``close()``), so the user's ``copy.deepcopy(self.q)`` in ``sync_target`` f
 refreshes a target with ``self.target = copy.deepcopy(self.q)`` (a correct, common idiom) would
 hit the same crash. The whole file takes ~40-60 s of CPU.
 """
-import functools
-import importlib
-
-import pytest
+from tests.blind import pairs
 
 MODULES = [
     "dqn_chain",
@@ -44,66 +41,15 @@ MODULES = [
 HEALTHY = [
     "healthy_frozen_teacher",
 ]
-MISSED = {"dqn_chain", "dqn_agent_grid", "polyak_critic", "mean_teacher_gru"}
-MISSED_WHY = {
+MISSED = {
+    "dqn_chain": pairs.NO_CHECK_YET,
     "dqn_agent_grid": "no check yet; and today copy.deepcopy(q) raises TypeError under Monitor",
+    "polyak_critic": pairs.NO_CHECK_YET,
+    "mean_teacher_gru": pairs.NO_CHECK_YET,
 }
 FALSE_ALARMS = {}
 
-
-@functools.lru_cache(maxsize=None)
-def _run(name, fixed, monitor):
-    module = importlib.import_module(f"{__package__}.{name}")
-    return module.run(fixed=fixed, monitor=monitor)
-
-
-def _expected(name):
-    return importlib.import_module(f"{__package__}.{name}").EXPECTED
-
-
-def _alarms(report):
-    return [f for f in report.findings if f.severity in ("warning", "error")]
-
-
-def _describe(alarms):
-    return [(f.code, f.severity, f.location) for f in alarms]
-
-
-def _missed(names):
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=MISSED_WHY.get(n, "no check yet")))
-            if n in MISSED else n for n in names]
-
-
-def _quiet(names):
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=FALSE_ALARMS[n]))
-            if n in FALSE_ALARMS else n for n in names]
-
-
-@pytest.mark.parametrize("name", MODULES)
-def test_bug_is_real(name):
-    buggy = _run(name, False, False)
-    fixed = _run(name, True, False)
-    assert buggy["report"] is None and fixed["report"] is None
-    assert buggy["higher_is_better"] == fixed["higher_is_better"]
-    b, f = buggy["metric"], fixed["metric"]
-    if fixed["higher_is_better"]:      # success rates / accuracies: at least 10 points better
-        assert f >= b + 0.10, (name, b, f)
-    else:                              # errors (MSE): at most 70% of the buggy one
-        assert f <= 0.7 * b, (name, b, f)
-
-
-@pytest.mark.parametrize("name", _missed(MODULES))
-def test_buggy_named_at_root_cause_first(name):
-    report = _run(name, False, True)["report"]
-    alarms = _alarms(report)
-    assert alarms, f"{name}: no warning or error on the buggy program\n{report}"
-    assert alarms[0].code == _expected(name), (
-        f"{name}: first alarm {alarms[0].code}, expected {_expected(name)}; "
-        f"alarms {_describe(alarms)}\n{report}")
-
-
-@pytest.mark.parametrize("name", _quiet(MODULES + HEALTHY))
-def test_fixed_twin_quiet(name):
-    report = _run(name, True, True)["report"]
-    alarms = _alarms(report)
-    assert not alarms, f"{name}: alarms on the fixed twin {_describe(alarms)}\n{report}"
+RUNS = pairs.Monitored(__package__)
+test_bug_is_real = pairs.each(MODULES, RUNS.bug_is_real)
+test_buggy_named_at_root_cause_first = pairs.each(MODULES, RUNS.named_first, xfail=MISSED)
+test_fixed_twin_quiet = pairs.each(MODULES + HEALTHY, RUNS.quiet, xfail=FALSE_ALARMS)

@@ -45,7 +45,14 @@ Healthy: healthy_siamese_margin_both_arms (EmbeddingBag, gradient through both a
 accuracy 0.809), healthy_simsiam_stop_gradient (BatchNorm MLP, detach on purpose, 1-NN accuracy
 1.000), healthy_gan_detach_in_discriminator_step (MLP GAN, amplitude error 0.0038).
 
-Today's results: see the end of this docstring (filled in after the first run).
+When written, gradhunt had neither code (TARGET_CARRIES_GRADIENT and TERM_DETACHED are new):
+(1) held on all 6 pairs; (2) held on none: the Monitor raised no finding at all (not even an
+info) on any of the 6 buggy programs, so all 6 are MISSED; (3) held on 5 of the 6 fixed twins:
+the fixed pix2pix GAN gets EXPLODING_GRADIENTS (warning, at 0.weight) from the discriminator's
+Monitor (its gradient norm jumped to 16.9 at step 163, 189 times the median 0.089; the
+generator's Monitor is quiet and the twin trains well, mode error 0.157), recorded in
+FALSE_ALARMS; the 3 healthy programs are quiet. The whole file takes 20-32 s of CPU (45-75 s of wall
+clock on the shared 2-core VM).
 """
 import functools
 import importlib
@@ -67,9 +74,21 @@ HEALTHY = [
 ]
 
 # not named first today: the implementer removes a name as the check catches it
-MISSED = {}
+_NO_CHECK = "no check yet: today's Monitor raises no finding at all on the buggy program"
+MISSED = {
+    "dqn_gridworld_online_target": _NO_CHECK,
+    "actor_critic_advantage_not_detached": _NO_CHECK,
+    "cnn_pseudo_label_soft_target": _NO_CHECK,
+    "pix2pix_adversarial_on_detached_fake": _NO_CHECK,
+    "autoencoder_edge_loss_on_detached_output": _NO_CHECK,
+    "distill_transformer_student_detached": _NO_CHECK,
+}
 # fixed twins or healthy programs that today's gradhunt alarms on (a false alarm)
-FALSE_ALARMS = {}
+FALSE_ALARMS = {
+    "pix2pix_adversarial_on_detached_fake": (
+        "EXPLODING_GRADIENTS (warning) from the discriminator's Monitor: one step's gradient norm "
+        "189x the median in a GAN that trains well"),
+}
 
 
 @functools.cache

@@ -1,0 +1,1 @@
+"""Blind pairs: loss terms and targets whose gradient reaches the wrong parameters."""

@@ -148,7 +148,7 @@ def step_equivalence(run: Run) -> Outcome:
     alarms = [finding for finding in result if finding.is_alarm]
     if alarms:
         return judged(first_line(alarms[0]), alarms)
-    verdict = result[0]
-    if verdict.message.startswith("not judged"):
+    if not result.note:      # an info: the step could not be judged
+        verdict = result[0]
         return skipped(verdict.message.removeprefix("not judged: "), [verdict])
-    return passed(verdict.message, [verdict])
+    return passed(result.note)

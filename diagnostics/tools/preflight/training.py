@@ -1,7 +1,8 @@
 """Items that train: overfit one batch (OVERFIT_FAILED, with the default Adam as a second
 opinion on a slow optimizer), a few steps under a ``Monitor`` with the loss going down
-(LOSS_DIVERGING, LOSS_PLATEAU; the Monitor's findings become ``Facts.watched``), and the
-user's ``train_step`` against loss_fn's gradient on the batch (STEP_NOT_OBJECTIVE)."""
+(LOSS_DIVERGING, LOSS_PLATEAU; the Monitor's findings become ``Facts.watched``, with the mode
+the user's ``train_step`` trained in: TRAINING_IN_EVAL_MODE, ``modes``), and the user's
+``train_step`` against loss_fn's gradient on the batch (STEP_NOT_OBJECTIVE)."""
 from __future__ import annotations
 
 import math
@@ -13,7 +14,8 @@ from .. import overfit as overfit_tool
 from ..contexts import eval_mode
 from ..overfit import DEFAULT_LR
 from .context import Run
-from .monitored import CLAIMED_CODES
+from .modes import ModeRecorder, eval_mode_finding
+from .monitored import CLAIMED_CODES, MODE_CODES
 from ..step_equivalence import check_step_equivalence
 from .report import FAIL, SKIP, Outcome, failed, first_line, judged, passed, skipped, status_of
 
@@ -44,19 +46,31 @@ def training_steps(run: Run) -> Outcome:
     optimizer = T.make_optimizer(run.backend, run.optimizer, lr=DEFAULT_LR)
     state = run.backend.rng_state()
     before = _measured_loss(run, state)
+    recorder = ModeRecorder(run.backend)
     with T.at_base_rates(optimizer), Monitor(run.backend.model, optimizer, every=1,
                                              window=TRAIN_STEPS,
-                                             output=run.batch.selector) as monitor:
+                                             output=run.batch.selector) as monitor, \
+            recorder.watching():
         for _ in range(TRAIN_STEPS):
-            monitor.step(_one_step(run, optimizer))
+            monitor.step(_one_step(run, optimizer, recorder))
         report = monitor.report()
-    findings = report.findings
+    findings = _with_step_modes(report.findings, recorder)
     skipped_steps = report.mixed_precision.get("skipped_steps", 0)
     after = _measured_loss(run, state)
     return _loss_trend(run, before, after, findings, skipped_steps)
 
 
-def _one_step(run: Run, optimizer):
+def _with_step_modes(findings, recorder):
+    """The Monitor's findings, with preflight's own reading of the modes the user's step
+    trained in in place of the Monitor's TRAINING_IN_EVAL_MODE (which needs a switch seen at a
+    pass without gradients; this reads every call, and names train_step)."""
+    own = eval_mode_finding(recorder.modes())
+    if own is None:
+        return tuple(findings)
+    return (*[f for f in findings if f.code not in MODE_CODES], own)
+
+
+def _one_step(run: Run, optimizer, recorder):
     """One step; its loss from ``train_step``'s return value, or measured after it. A loss
     tensor goes to the Monitor as it is: the checks that read its graph (a sigmoid before
     BCE with logits) need it, not its value."""
@@ -68,7 +82,8 @@ def _one_step(run: Run, optimizer):
             backend.backward(loss)
             optimizer.step()
         return loss
-    returned = run.train_step(backend.model, (batch.inputs, batch.targets), optimizer)
+    with recorder.call():
+        returned = run.train_step(backend.model, (batch.inputs, batch.targets), optimizer)
     if backend.is_tensor(returned):
         return returned
     if isinstance(returned, (int, float)):

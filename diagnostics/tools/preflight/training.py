@@ -38,7 +38,8 @@ def overfit(run: Run) -> Outcome:
 
 def _overfit_with(run: Run, optimizer):
     return overfit_tool.run(run.backend, run.batch, optimizer=optimizer,
-                            train_step=run.train_step, steps=OVERFIT_STEPS)
+                            train_step=run.train_step, steps=OVERFIT_STEPS,
+                            stop_when_memorising=True)
 
 
 def training_steps(run: Run) -> Outcome:
@@ -131,8 +132,10 @@ def _slow_optimizer_finding(result, fallback, optimizer) -> Finding:
     the default Adam can, so the model and the loss learn and the settings are slow."""
     reached = ("reaches its target" if fallback.steps is not None
                else "comes down to the loss's own floor" if fallback.inconclusive
+               else "is plainly memorising it" if fallback.stopped_at is not None
                else "is memorising it")
-    steps = fallback.steps if fallback.steps is not None else fallback.max_steps
+    steps = next((n for n in (fallback.steps, fallback.stopped_at) if n is not None),
+                 fallback.max_steps)
     return Finding(
         "OVERFIT_FAILED", "warning", "loss",
         f"with your optimizer ({type(optimizer).__name__}, lr {T.lr_text(optimizer)}) the loss "
@@ -144,7 +147,8 @@ def _slow_optimizer_finding(result, fallback, optimizer) -> Finding:
         "raise the learning rate (find_lr suggests one) or use Adam; then run preflight again",
         {"initial_loss": result.initial_loss, "final_loss": result.final_loss,
          "steps": result.max_steps, "learning_rates": T.base_rates(optimizer),
-         "adam_steps": fallback.steps, "adam_final_loss": fallback.final_loss})
+         "adam_steps": fallback.steps if fallback.steps is not None else fallback.stopped_at,
+         "adam_final_loss": fallback.final_loss})
 
 
 def step_equivalence(run: Run) -> Outcome:

@@ -101,13 +101,13 @@ def main():
                        train_step=train_step, causal=True)
     preflight_time = time.perf_counter() - start
     overfit = report.item("overfit one batch")
-    steps = re.search(r"(\d+) steps", overfit.summary)
+    steps = re.search(r"(?:stopped at step|PASSED in|after) (\d+)", overfit.summary)
     print(f"transformer LM {size:,} parameters, batch {BATCH} x {CONTEXT} tokens, "
           f"{args.threads} torch thread(s)")
     print(f"one train_step: {step_time:.3f} s (median of {args.repeats})")
     print(f"preflight: {preflight_time:.1f} s, {report.verdict}")
-    print(f"overfit one batch: {overfit.status} {overfit.summary} "
-          f"({steps.group(1) if steps else '?'} steps)")
+    print(f"overfit one batch: {overfit.status} in {steps.group(1) if steps else '?'} of the "
+          f"user's steps: {overfit.summary}")
     print(f"{preflight_time / step_time:.1f}")
 
 

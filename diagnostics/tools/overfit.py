@@ -49,7 +49,8 @@ class OverfitResult:
     loss cannot get there by design (a floor of a sampling forward, or parameters that
     ``train_step`` trains against the loss), which says nothing about a bug: ``passed`` is
     True and ``findings`` holds an info OVERFIT_FAILED with the evidence; ``findings`` holds
-    an error OVERFIT_FAILED on failure."""
+    an error OVERFIT_FAILED on failure; ``stopped_at``: the step a run asked to stop once
+    plainly memorising stopped at, short of the target (``run(stop_when_memorising=True)``)."""
 
     passed: bool
     steps: int | None
@@ -63,6 +64,7 @@ class OverfitResult:
     floor: float = 0.0
     floor_reason: str | None = None
     negative_loss: bool = False
+    stopped_at: int | None = None
 
     @property
     def initial_loss(self):
@@ -78,6 +80,7 @@ class OverfitResult:
             "still_falling": self.still_falling, "inconclusive": self.inconclusive,
             "target_loss": self.target_loss, "floor": self.floor,
             "floor_reason": self.floor_reason, "negative_loss": self.negative_loss,
+            "stopped_at": self.stopped_at,
             "initial_loss": self.initial_loss,
             "final_loss": self.final_loss, "losses": self.losses,
             "accuracies": self.accuracies,
@@ -90,6 +93,8 @@ class OverfitResult:
             verdict = f"FAILED at step {len(self.losses) - 1}, a loss that goes below zero"
         elif self.inconclusive:
             verdict = f"INCONCLUSIVE after {self.max_steps} steps"
+        elif self.stopped_at is not None:
+            verdict = f"PASSED, memorising: stopped at step {self.stopped_at}"
         elif self.still_falling:
             verdict = f"PASSED, still falling after {self.max_steps} steps"
         else:
@@ -154,24 +159,29 @@ def overfit_one_batch(model, loss_fn, inputs, targets, *, optimizer=None, steps=
 
 
 def run(backend, batch, *, optimizer, train_step=None, steps=200, target_loss=None,
-        patience=DEFAULT_PATIENCE):
+        patience=DEFAULT_PATIENCE, stop_when_memorising=False):
     """The test on a checked ``batch``, at the optimizer's base rates (an LR scheduler's
     ``initial_lr``: a warm-up's first rate says nothing about the model); the caller restores
-    the model and the optimizer."""
+    the model and the optimizer. ``stop_when_memorising``: for class-index targets, stop and
+    pass as soon as the batch is plainly being memorised (``_memorising``), short of the
+    target: what a checklist needs to know, at a fraction of the steps on a model whose step
+    is expensive; a failing run still runs to the cap, as it does without it."""
     optimizer = T.make_optimizer(backend, optimizer, lr=DEFAULT_LR)
     note = T.rate_note(optimizer)
     with T.at_base_rates(optimizer):
         return _run(backend, batch, optimizer=optimizer, train_step=train_step, steps=steps,
-                    target_loss=target_loss, patience=patience, rate_note=note)
+                    target_loss=target_loss, patience=patience, rate_note=note,
+                    stop_when_memorising=stop_when_memorising)
 
 
-def _run(backend, batch, *, optimizer, train_step, steps, target_loss, patience, rate_note):
+def _run(backend, batch, *, optimizer, train_step, steps, target_loss, patience, rate_note,
+         stop_when_memorising=False):
     opponents = objective.Opponents(backend, batch, optimizer, train_step)
     begin = _State(backend, optimizer) if opponents.watched else None
     step_once = T.stepper(backend, optimizer, batch, train_step)
     target_array = batch.target_array()
     losses, accuracies, silent = [], [], None
-    reached, limit, step, base = None, steps, -1, 0.0
+    reached, limit, step, base, stopped = None, steps, -1, 0.0, None
     while step < limit:
         step += 1
         if step == limit and patience and not silent and _falling(losses, EXTEND_RATIO, base):
@@ -213,13 +223,18 @@ def _run(backend, batch, *, optimizer, train_step, steps, target_loss, patience,
             break
         if not math.isfinite(value):
             break
+        if (stop_when_memorising and classes and not chosen and not silent
+                and _memorising(losses, start, base)):
+            stopped = step
+            break
     accuracies = None if accuracies[0] is None else accuracies
-    falling = reached is None and not silent and _still_falling(losses, accuracies, start,
-                                                                floor, base)
-    result = OverfitResult(passed=reached is not None or falling, steps=reached,
-                           target_loss=target_loss, losses=losses, accuracies=accuracies,
-                           max_steps=limit, still_falling=falling,
-                           floor=floor.value if floor.reason else 0.0, floor_reason=floor.reason)
+    falling = reached is None and stopped is None and not silent and _still_falling(
+        losses, accuracies, start, floor, base)
+    result = OverfitResult(passed=reached is not None or falling or stopped is not None,
+                           steps=reached, target_loss=target_loss, losses=losses,
+                           accuracies=accuracies, max_steps=limit, still_falling=falling,
+                           floor=floor.value if floor.reason else 0.0, floor_reason=floor.reason,
+                           stopped_at=stopped)
     if result.passed:
         return result
     broadcasts = _broadcasts(backend, batch, output, key, logits, target_array)
@@ -366,6 +381,14 @@ def _still_falling(losses, accuracies, start, floor, base):
     it (``floor``, a ``_Floor``): memorising, only slower than the target asks."""
     if accuracies is not None and accuracies[-1] < floor.best_accuracy - ACCURACY_SLACK:
         return False
+    return _memorising(losses, start, base)
+
+
+def _memorising(losses, start, base):
+    """The loss (median of the last SMOOTH) at most FALLEN_FRACTION of the way from ``base``
+    (the floor it can reach) to its start, and still falling (FALLING_RATIO): a batch that is
+    being memorised, which no model that cannot learn it (a cut graph, a floor above the
+    target: a softmax applied twice, a broadcast, a learning rate of 0) gets to."""
     return (_falling(losses, FALLING_RATIO, base)
             and float(np.median(losses[-SMOOTH:])) - base <= FALLEN_FRACTION * (start - base))
 

@@ -32,7 +32,10 @@ def test_preflight_runs_the_check_on_the_users_train_step():
     from diagnostics import preflight
     inputs, targets = _batch()
     good = preflight(_mlp(), F.cross_entropy, inputs, targets, train_step=_accumulate(4))
-    assert good.item("step equivalence").status == "PASS"
+    healthy = good.item("step equivalence")
+    assert healthy.status == "PASS" and healthy.findings == [], str(good)
+    assert "gradient of loss_fn on the whole batch (relative difference" in healthy.summary
+    assert "STEP_NOT_OBJECTIVE" not in [f.code for f in good.findings]
     bad = preflight(_mlp(), F.cross_entropy, inputs, targets,
                     train_step=_accumulate(4, scale=lambda k: 1.0))
     item = bad.item("step equivalence")

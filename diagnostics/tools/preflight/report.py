@@ -2,17 +2,21 @@
 ``Outcome`` an item's check returns (the runner stamps the item's name on it)."""
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ...findings import Finding
 from ...jsonable import to_jsonable
+from ...monitor.layout import display_name
 
 if TYPE_CHECKING:
     from .facts import Facts
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
+WIDTH = 96          # the text's width, as the Monitor's report wraps its findings
+FINDING_INDENT = 8  # a finding under its row; its words and its fix 4 further in
 
 
 @dataclass
@@ -72,9 +76,9 @@ class PreflightReport:
         lines = [f"preflight: {self.verdict} ({self.model})"]
         width = max(len(item.name) for item in self.items)
         for item in self.items:
-            lines.append(f"  {item.status}  {item.name:<{width}}  {item.summary}")
-            lines.extend(f"        {line}" for finding in item.findings
-                         for line in str(finding).splitlines())
+            head = f"  {item.status}  {item.name:<{width}}  "
+            lines += _wrapped(item.summary, head, " " * len(head)) or [head.rstrip()]
+            lines.extend(line for finding in item.findings for line in finding_lines(finding))
         return "\n".join(lines)
 
 
@@ -124,6 +128,25 @@ def failing(summary: str, *, code: str, location: str | None, facts: Facts | Non
         finding = Finding(code, severity, location, message, suggestion, evidence)
         return Outcome(FAIL, summary, (finding,), facts=facts)
     return fail
+
+
+def finding_lines(finding: Finding, indent: int = FINDING_INDENT) -> list[str]:
+    """A finding as the Monitor's report prints one: ``[severity] CODE at location``, then its
+    message and its fix (``try: ...``), wrapped and indented under it, so that a row's finding
+    reads in full in a terminal without its ``findings`` opened."""
+    pad, inner = " " * indent, " " * (indent + 4)
+    where = f" at {display_name(finding.location)}" if finding.location is not None else ""
+    follows = f", follows from {finding.follows_from}" if finding.follows_from else ""
+    lines = [f"{pad}[{finding.severity}] {finding.code}{where}{follows}"]
+    lines += _wrapped(finding.message, inner, inner)
+    if finding.suggestion:
+        lines += _wrapped(finding.suggestion, f"{inner}try: ", inner + " " * 5)
+    return lines
+
+
+def _wrapped(text: str, first: str, rest: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=rest,
+                         break_long_words=False, break_on_hyphens=False)
 
 
 def first_line(finding: Finding) -> str:

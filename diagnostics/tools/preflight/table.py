@@ -29,6 +29,8 @@ ITEMS: tuple[Item, ...] = (
     Item("activations", monitored.activations, needs=(Fact.WATCHED,)),
     Item("gradient flow", monitored.gradient_flow, needs=(Fact.WATCHED,)),
     Item("stale gradients", monitored.stale_gradients, needs=(Fact.WATCHED,)),
+    Item("training mode", monitored.training_mode, needs=(Fact.WATCHED,),
+         applies=lambda run: run.train_step is not None),
     Item("parameters update", monitored.parameters_update, needs=(Fact.WATCHED,)),
     Item("gradient check", gradients.gradient_check, needs=(Fact.LOSS,), raiser=MODEL_OR_LOSS),
     Item("batch independence", one_batch.batch_independence, needs=(Fact.OUTPUT,)),

@@ -1,7 +1,8 @@
 """Items that train: overfit one batch (OVERFIT_FAILED, with the default Adam as a second
 opinion on a slow optimizer), a few steps under a ``Monitor`` with the loss going down
-(LOSS_DIVERGING, LOSS_PLATEAU; the Monitor's findings become ``Facts.watched``), and the
-user's ``train_step`` against loss_fn's gradient on the batch (STEP_NOT_OBJECTIVE)."""
+(LOSS_DIVERGING, LOSS_PLATEAU; the Monitor's findings become ``Facts.watched``, with the mode
+the user's ``train_step`` trained in: TRAINING_IN_EVAL_MODE, ``modes``), and the user's
+``train_step`` against loss_fn's gradient on the batch (STEP_NOT_OBJECTIVE)."""
 from __future__ import annotations
 
 import math
@@ -13,7 +14,8 @@ from .. import overfit as overfit_tool
 from ..contexts import eval_mode
 from ..overfit import DEFAULT_LR
 from .context import Run
-from .monitored import CLAIMED_CODES
+from .modes import ModeRecorder, eval_mode_finding
+from .monitored import CLAIMED_CODES, MODE_CODES
 from ..step_equivalence import check_step_equivalence
 from .report import FAIL, SKIP, Outcome, failed, first_line, judged, passed, skipped, status_of
 
@@ -36,7 +38,8 @@ def overfit(run: Run) -> Outcome:
 
 def _overfit_with(run: Run, optimizer):
     return overfit_tool.run(run.backend, run.batch, optimizer=optimizer,
-                            train_step=run.train_step, steps=OVERFIT_STEPS)
+                            train_step=run.train_step, steps=OVERFIT_STEPS,
+                            stop_when_memorising=True)
 
 
 def training_steps(run: Run) -> Outcome:
@@ -44,19 +47,31 @@ def training_steps(run: Run) -> Outcome:
     optimizer = T.make_optimizer(run.backend, run.optimizer, lr=DEFAULT_LR)
     state = run.backend.rng_state()
     before = _measured_loss(run, state)
+    recorder = ModeRecorder(run.backend)
     with T.at_base_rates(optimizer), Monitor(run.backend.model, optimizer, every=1,
                                              window=TRAIN_STEPS,
-                                             output=run.batch.selector) as monitor:
+                                             output=run.batch.selector) as monitor, \
+            recorder.watching():
         for _ in range(TRAIN_STEPS):
-            monitor.step(_one_step(run, optimizer))
+            monitor.step(_one_step(run, optimizer, recorder))
         report = monitor.report()
-    findings = report.findings
+    findings = _with_step_modes(report.findings, recorder)
     skipped_steps = report.mixed_precision.get("skipped_steps", 0)
     after = _measured_loss(run, state)
     return _loss_trend(run, before, after, findings, skipped_steps)
 
 
-def _one_step(run: Run, optimizer):
+def _with_step_modes(findings, recorder):
+    """The Monitor's findings, with preflight's own reading of the modes the user's step
+    trained in in place of the Monitor's TRAINING_IN_EVAL_MODE (which needs a switch seen at a
+    pass without gradients; this reads every call, and names train_step)."""
+    own = eval_mode_finding(recorder.modes())
+    if own is None:
+        return tuple(findings)
+    return (*[f for f in findings if f.code not in MODE_CODES], own)
+
+
+def _one_step(run: Run, optimizer, recorder):
     """One step; its loss from ``train_step``'s return value, or measured after it. A loss
     tensor goes to the Monitor as it is: the checks that read its graph (a sigmoid before
     BCE with logits) need it, not its value."""
@@ -68,7 +83,8 @@ def _one_step(run: Run, optimizer):
             backend.backward(loss)
             optimizer.step()
         return loss
-    returned = run.train_step(backend.model, (batch.inputs, batch.targets), optimizer)
+    with recorder.call():
+        returned = run.train_step(backend.model, (batch.inputs, batch.targets), optimizer)
     if backend.is_tensor(returned):
         return returned
     if isinstance(returned, (int, float)):
@@ -116,8 +132,10 @@ def _slow_optimizer_finding(result, fallback, optimizer) -> Finding:
     the default Adam can, so the model and the loss learn and the settings are slow."""
     reached = ("reaches its target" if fallback.steps is not None
                else "comes down to the loss's own floor" if fallback.inconclusive
+               else "is plainly memorising it" if fallback.stopped_at is not None
                else "is memorising it")
-    steps = fallback.steps if fallback.steps is not None else fallback.max_steps
+    steps = next((n for n in (fallback.steps, fallback.stopped_at) if n is not None),
+                 fallback.max_steps)
     return Finding(
         "OVERFIT_FAILED", "warning", "loss",
         f"with your optimizer ({type(optimizer).__name__}, lr {T.lr_text(optimizer)}) the loss "
@@ -129,7 +147,8 @@ def _slow_optimizer_finding(result, fallback, optimizer) -> Finding:
         "raise the learning rate (find_lr suggests one) or use Adam; then run preflight again",
         {"initial_loss": result.initial_loss, "final_loss": result.final_loss,
          "steps": result.max_steps, "learning_rates": T.base_rates(optimizer),
-         "adam_steps": fallback.steps, "adam_final_loss": fallback.final_loss})
+         "adam_steps": fallback.steps if fallback.steps is not None else fallback.stopped_at,
+         "adam_final_loss": fallback.final_loss})
 
 
 def step_equivalence(run: Run) -> Outcome:
@@ -148,7 +167,7 @@ def step_equivalence(run: Run) -> Outcome:
     alarms = [finding for finding in result if finding.is_alarm]
     if alarms:
         return judged(first_line(alarms[0]), alarms)
-    verdict = result[0]
-    if verdict.message.startswith("not judged"):
+    if not result.note:      # an info: the step could not be judged
+        verdict = result[0]
         return skipped(verdict.message.removeprefix("not judged: "), [verdict])
-    return passed(verdict.message, [verdict])
+    return passed(result.note)

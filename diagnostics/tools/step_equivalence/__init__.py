@@ -11,7 +11,9 @@ gradient the step's backward passes sent into each call's outputs against the gr
 model does with its micro-batches (batch norm, dropout). When they agree, the gradient read at
 ``optimizer.step()`` is compared with ``loss_fn``'s on the whole batch, which tells a term added
 outside ``loss_fn``. Clipping between the last backward and the step is told apart (named in an
-info); so is a GradScaler's scaling.
+info); so is a GradScaler's scaling. A step that matches gives no finding: the result passes
+and its ``note`` says so, with the relative difference measured (``evidence``), so that a
+STEP_NOT_OBJECTIVE always means the step is wrong (or, as an info, could not be judged).
 """
 import contextlib
 import copy
@@ -67,16 +69,30 @@ def check_step_equivalence(model, loss_fn, inputs, targets, *, train_step, optim
     copies are stepped on, the RNG is restored; what your ``train_step`` changes outside its
     arguments before its step (a counter) is yours. ``declared=("regularizer",)``: your step
     adds a term outside ``loss_fn`` on purpose (weight decay in the loss, an auxiliary loss):
-    when the loss's part is right, the rest is reported as info. Returns a ``CheckResult``.
+    when the loss's part is right, the rest is described in the note. Returns a
+    ``CheckResult``: no finding when the step matches (``note`` says so and
+    ``evidence["relative_difference"]`` is the difference measured), a warning or an error
+    STEP_NOT_OBJECTIVE when it does not, an info one when it could not be judged.
     """
     require(precision in PRECISIONS, "precision", f"one of {PRECISIONS}", repr(precision))
     declared = (declared,) if isinstance(declared, str) else tuple(declared)
     require(all(d in DECLARABLE for d in declared), "declared",
             f"a tuple of {DECLARABLE}", repr(declared))
-    return CheckResult(_check(model, loss_fn, inputs, targets, train_step=train_step,
-                              optimizer=optimizer, precision=precision, declared=declared,
-                              seed=seed),
-                       check="step equivalence")
+    verdict = _check(model, loss_fn, inputs, targets, train_step=train_step,
+                     optimizer=optimizer, precision=precision, declared=declared, seed=seed)
+    if isinstance(verdict, Matched):
+        return CheckResult(check="step equivalence", note=verdict.note,
+                           evidence=verdict.evidence)
+    return CheckResult(verdict, check="step equivalence")
+
+
+@dataclasses.dataclass(frozen=True)
+class Matched:
+    """The verdict on a step that applies loss_fn's gradient: what was compared, in words,
+    and the numbers (``relative_difference``, ``precision``, a clip's words)."""
+
+    note: str
+    evidence: dict
 
 
 def _check(model, loss_fn, inputs, targets, *, train_step, optimizer, precision, declared,
@@ -105,7 +121,7 @@ def _check(model, loss_fn, inputs, targets, *, train_step, optimizer, precision,
             return [_not_judged("train_step changed the model it was built with, not the "
                                 "`model` it was passed (it must train its arguments; yours "
                                 "were put back)")]
-        if isinstance(result, list):
+        if isinstance(result, (list, Matched)):
             return result
         failures.append(result)
     return [Finding("STEP_NOT_OBJECTIVE", "error", "train_step",
@@ -117,7 +133,7 @@ def _check(model, loss_fn, inputs, targets, *, train_step, optimizer, precision,
 
 def _attempt(torch, model, optimizer, loss_fn, inputs, targets, *, key, train_step, precision,
              declared, seed):
-    """The findings, or a str saying why this precision could not judge."""
+    """The findings or ``Matched``, or a str saying why this precision could not judge."""
     dtype = getattr(torch, precision)
     try:
         copied, copied_optimizer = copy.deepcopy((model, optimizer))
@@ -193,22 +209,22 @@ def _judge(torch, model, objective, capture, tolerance, precision, declared):
     if at_outputs is not None and at_outputs.pattern is not None:
         return [_finding(at_outputs, (), clipping, evidence)]
     if at_outputs is not None and _normalises_batches(torch, model, flags):
-        return [_matches(at_outputs.difference, clipping, evidence,
-                         why=("batch-norm layers normalise each micro-batch over its own rows, "
-                              "by design" if len(capture.calls) > 1 else
-                              "its parameters are not compared again: batch-norm layers "
-                              "normalise over the rows fed"))]
+        return _matches(at_outputs.difference, clipping, evidence,
+                        why=("batch-norm layers normalise each micro-batch over its own rows, "
+                             "by design" if len(capture.calls) > 1 else
+                             "its parameters are not compared again: batch-norm layers "
+                             "normalise over the rows fed"))
     if at_outputs is not None and any(call.extra_inputs for call in capture.calls):
-        return [_matches(at_outputs.difference, clipping, evidence,
-                         why="train_step feeds the model more than the batch (a carried "
-                             "state, say), so its parameters' gradient is not compared with "
-                             "loss_fn(model(inputs))'s")]
+        return _matches(at_outputs.difference, clipping, evidence,
+                        why="train_step feeds the model more than the batch (a carried "
+                            "state, say), so its parameters' gradient is not compared with "
+                            "loss_fn(model(inputs))'s")
     reference = objective.gradient(None, flags)
     if not np.any(reference):
         return [_not_judged("loss_fn's gradient on the whole batch is zero everywhere")]
     difference = judge.relative(applied, reference)
     if difference <= tolerance:
-        return [_matches(difference, clipping, evidence)]
+        return _matches(difference, clipping, evidence)
     objective.seed += 1
     again = objective.gradient(None, flags)
     objective.seed -= 1
@@ -221,8 +237,7 @@ def _judge(torch, model, objective, capture, tolerance, precision, declared):
     finding = _finding(verdict, _most_different(model, applied, reference), clipping, evidence,
                        outside=outside)
     if outside and "regularizer" in declared:
-        finding = dataclasses.replace(finding, severity="info", suggestion="",
-                                      message=finding.message + " (declared: a regularizer)")
+        return Matched(finding.message + " (declared: a regularizer)", finding.evidence)
     return [finding]
 
 
@@ -332,9 +347,8 @@ def _matches(difference, clipping, evidence, why=None):
                 f"does (relative difference {difference:.2g} at the outputs; {why})")
     if clipping:
         text += f"; then {clipping}"
-    return Finding("STEP_NOT_OBJECTIVE", "info", "train_step", text,
-                   evidence={**evidence, "relative_difference": difference,
-                             **({"clipping": clipping} if clipping else {})})
+    return Matched(text, {**evidence, "relative_difference": difference,
+                          **({"clipping": clipping} if clipping else {})})
 
 
 def _not_judged(reason):

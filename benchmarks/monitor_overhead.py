@@ -1,5 +1,7 @@
 """Monitor overhead: training-step time with Monitor(every=1) and with the default sampling,
-against no monitor, on an MLP 784-512-512-10 with batch 128 on the CPU.
+against no monitor, on the CPU: an MLP 784-512-512-10 with batch 128 (``--model mlp``, the
+default), or a small causal transformer language model with AdamW (``--model lm``: many
+parameter tensors of many sizes, embeddings, layer norms and dropout, the issue's second budget).
 
 The loops run interleaved in the same process, one block of ``DEFAULT_EVERY`` steps at a time
 (so every block of the default Monitor holds exactly one sampled step, and all loops see the
@@ -34,6 +36,9 @@ from diagnostics.monitor import DEFAULT_EVERY, Monitor
 from diagnostics.monitor.kernels import kernels_for
 
 
+LM_VOCAB, LM_LENGTH = 512, 64
+
+
 def _mlp(seed):
     torch.manual_seed(seed)
     return torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(),
@@ -41,9 +46,55 @@ def _mlp(seed):
                                torch.nn.Linear(512, 10))
 
 
+class _LanguageModel(torch.nn.Module):
+    """A small causal transformer language model (token and position embeddings, pre-norm
+    encoder layers under a causal mask, a head): many parameter tensors of many sizes, where
+    the per-step tier's cost per tensor shows."""
+
+    def __init__(self, *, width=128, layers=2, heads=4):
+        super().__init__()
+        self.embed = torch.nn.Embedding(LM_VOCAB, width)
+        self.position = torch.nn.Embedding(LM_LENGTH, width)
+        layer = torch.nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.1,
+                                                 batch_first=True, norm_first=True)
+        self.blocks = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm = torch.nn.LayerNorm(width)
+        self.head = torch.nn.Linear(width, LM_VOCAB)
+        self.register_buffer("causal", torch.nn.Transformer.generate_square_subsequent_mask(
+            LM_LENGTH), persistent=False)
+
+    def forward(self, tokens):
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        hidden = self.embed(tokens) + self.position(positions)
+        hidden = self.blocks(hidden, mask=self.causal, is_causal=True)
+        return self.head(self.norm(hidden))
+
+
+MODELS = {"mlp": _mlp, "lm": lambda seed: (torch.manual_seed(seed), _LanguageModel())[1]}
+SETTINGS = {"mlp": "MLP 784-512-512-10, batch 128, SGD momentum",
+            "lm": f"causal transformer LM (2 layers, width 128, vocab {LM_VOCAB}), batch 16 x "
+                  f"{LM_LENGTH} tokens, AdamW"}
+_MODEL = ["mlp"]    # set by --model
+
+
+def _optimizer(model):
+    if _MODEL[0] == "lm":
+        return torch.optim.AdamW(model.parameters(), lr=3e-4)
+    return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+
+def _batches(generator):
+    if _MODEL[0] == "lm":
+        tokens = [torch.randint(0, LM_VOCAB, (16, LM_LENGTH + 1), generator=generator)
+                  for _ in range(DEFAULT_EVERY)]
+        return [(t[:, :-1], t[:, 1:]) for t in tokens]
+    return [(torch.randn(128, 784, generator=generator),
+             torch.randint(0, 10, (128,), generator=generator)) for _ in range(DEFAULT_EVERY)]
+
+
 def _loop(seed, every, **options):
-    model = _mlp(seed)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    model = MODELS[_MODEL[0]](seed)
+    optimizer = _optimizer(model)
     monitor = None if every is None else Monitor(model, optimizer, every=every, **options)
     return model, optimizer, monitor
 
@@ -58,10 +109,11 @@ class _BareStatistics:
         self._results = []
         keep = self._results.extend
         self._handles = [model.register_forward_pre_hook(
-            lambda module, args: keep(kernels.activation_statistics(args[0])))]
+            lambda module, args: keep(kernels.activation_statistics(args[0]))
+            if args[0].is_floating_point() else None)]
         self._handles += [layer.register_forward_hook(
             lambda module, args, out: keep(kernels.activation_statistics(out)))
-            for layer in model]
+            for layer in model.children()]
         self._handles += [param.register_hook(
             lambda grad: keep(kernels.gradient_statistics(grad)))
             for param in model.parameters()]
@@ -134,7 +186,9 @@ def _block(loop, batches):
     wall, cpu = time.perf_counter(), time.process_time()
     for x, y in batches:
         optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
+        scores = model(x)
+        loss = torch.nn.functional.cross_entropy(scores.reshape(-1, scores.shape[-1]),
+                                                 y.reshape(-1))
         loss.backward()
         optimizer.step()
         if monitor is not None:
@@ -165,12 +219,12 @@ def main():
     parser.add_argument("--rounds", type=int, default=4,
                         help="fresh sets of loops the blocks are spread over")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    parser.add_argument("--model", choices=sorted(MODELS), default="mlp",
+                        help="the network trained: the MLP, or a transformer language model")
     args = parser.parse_args()
+    _MODEL[0] = args.model
     torch.set_num_threads(args.threads)
-    generator = torch.Generator().manual_seed(0)
-    batches = [(torch.randn(128, 784, generator=generator),
-                torch.randint(0, 10, (128,), generator=generator))
-               for _ in range(DEFAULT_EVERY)]
+    batches = _batches(torch.Generator().manual_seed(0))
     builders = _build_loops()
     times = {name: [] for name in builders}
     rounds = max(1, min(args.rounds, args.blocks))
@@ -192,7 +246,7 @@ def main():
     wall = {name: statistics.median(t[0] for t in runs) for name, runs in times.items()}
     cpu = {name: statistics.median(t[1] for t in runs) for name, runs in times.items()}
     base = "no monitor"
-    print(f"MLP 784-512-512-10, batch 128, SGD momentum, {args.threads} torch thread(s); "
+    print(f"{SETTINGS[args.model]}, {args.threads} torch thread(s); "
           f"median of {args.blocks} interleaved blocks of {DEFAULT_EVERY} steps over {rounds} "
           f"rounds of freshly built loops")
     print(f"{base}: {wall[base] / DEFAULT_EVERY * 1e3:.3f} ms per step "

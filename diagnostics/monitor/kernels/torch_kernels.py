@@ -6,6 +6,7 @@ import weakref
 from .. import call_sites
 from .base import GraphMark, Kernels
 
+DOT_TENSORS = 8   # at most this many gradients are normed by a dot each, more by one fused call
 
 class TorchKernels(Kernels):
 
@@ -101,12 +102,14 @@ class TorchKernels(Kernels):
         torch = self.torch
         grads = [g.coalesce().values() if g.is_sparse else g for g in grads]
         first = grads[0]
-        if first.device.type == "cpu" and first.dtype in (torch.float32, torch.float64) and all(
+        if len(grads) <= DOT_TENSORS and first.device.type == "cpu" and first.dtype in (
+                torch.float32, torch.float64) and all(
                 g.dtype == first.dtype and g.device == first.device
                 and g.layout == torch.strided for g in grads):
-            # a dot per gradient: 1.6x faster on the CPU than the fused norm on gradients in
-            # cache (61 vs 97 us on the benchmark MLP; about even when they come from memory);
-            # it overflows where torch's own float32 norm does (a square above 3.4e38)
+            # a few gradients on the CPU: a dot each runs on all intra-op threads, where
+            # the fused norm's CPU fallback is slower per element; past a handful of tensors
+            # the dispatch of a dot (and reshape) per tensor costs more than it saves. It
+            # overflows where torch's own float32 norm does (a square above 3.4e38)
             flats = [g.detach().reshape(-1) for g in grads]
             return torch.stack([torch.dot(f, f) for f in flats]).sqrt_()
         device = first.device

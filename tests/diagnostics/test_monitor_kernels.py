@@ -139,13 +139,13 @@ def test_a_torch_sample_takes_every_strided_run_of_the_flattened_tensor(rows, co
 
 @settings(max_examples=40, deadline=None)
 @given(shapes=st.lists(st.lists(st.integers(0, 40), min_size=0, max_size=3), min_size=1,
-                       max_size=5),
+                       max_size=14),
        dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16]),
        scale=st.sampled_from([1e-3, 1.0, 1e6]), seed=st.integers(0, 2**16),
        strided=st.booleans())
 def test_gradient_norms_match_numpy(shapes, dtype, scale, seed, strided):
-    """The per-step tier's norms (a dot per CPU gradient, the fused norm for half types) are
-    the 2-norms, for empty and non-contiguous gradients too."""
+    """The per-step tier's norms (a dot per CPU gradient for a few, the fused norm for many
+    and for half types) are the 2-norms, for empty and non-contiguous gradients too."""
     generator = torch.Generator().manual_seed(seed)
     grads = [torch.randn(tuple(shape), generator=generator, dtype=torch.float64) * scale
              for shape in shapes]
@@ -156,9 +156,11 @@ def test_gradient_norms_match_numpy(shapes, dtype, scale, seed, strided):
     np.testing.assert_allclose(norms, exact, rtol=1e-5 if dtype != torch.float64 else 1e-12)
 
 
-def test_gradient_norms_are_nan_or_inf_with_a_nan_or_inf_entry():
+@pytest.mark.parametrize("clean_tensors", [0, 12])   # the dot path, and the fused one
+def test_gradient_norms_are_nan_or_inf_with_a_nan_or_inf_entry(clean_tensors):
     kernels = kernels_for(get_backend(torch.nn.Linear(1, 1)))
     grads = [torch.tensor([1.0, float("nan")]), torch.tensor([float("-inf"), 0.0]),
-             torch.tensor([3.0, 4.0])]
+             torch.tensor([3.0, 4.0])] + [torch.ones(4)] * clean_tensors
     norms = kernels.gradient_norms(grads).tolist()
     assert np.isnan(norms[0]) and norms[1] == np.inf and norms[2] == 5.0
+    assert norms[3:] == [2.0] * clean_tensors

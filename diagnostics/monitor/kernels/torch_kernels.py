@@ -114,8 +114,10 @@ class TorchKernels(Kernels):
             return torch.stack([torch.dot(f, f) for f in flats]).sqrt_()
         device = first.device
         grads = [g.detach() if g.device == device else g.detach().to(device) for g in grads]
-        # one fused pass; norms in float32 also for half gradients (whose 65504 they pass)
-        return torch.stack(torch._foreach_norm(grads, 2, dtype=torch.float32))
+        # one fused pass; norms in float32 also for half gradients (whose 65504 they pass),
+        # in float64 when a gradient is (the norm may not narrow its input's dtype)
+        wide = torch.float64 if any(g.dtype == torch.float64 for g in grads) else torch.float32
+        return torch.stack(torch._foreach_norm(grads, 2, dtype=wide))
 
     def autocast_dtype(self, tensor):
         torch, device = self.torch, tensor.device.type

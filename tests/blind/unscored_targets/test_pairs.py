@@ -68,6 +68,12 @@ is its "a uniform guess over K classes" baseline. The Monitor's reports, buggy p
 All 6 fixed twins and both healthy programs: no warning or error (no false alarm).
 Timing on the shared 2-core VM with OMP_NUM_THREADS=1: the whole file ~40 s; the slowest pair,
 unet_masks_binarised, ~9 s over its three tests, transformer_lm_labels_mask_inverted ~7.5 s.
+
+With the targets probe (``probes/targets.py``, ``checks/targets.py``): all 6 buggy programs
+named first with their code (IGNORED_CLASS at 3 of 3 sampled steps for both (a); PADDING_SCORED
+with 100% and 87% of the scored positions padding; LABEL_RANGE per element, units 2-4 and 4-5
+never a target), every fixed twin and both healthy programs without a warning or error, and
+the report's baseline over 4 and 5 classes (the loss's dim 1), no longer 16 and 20.
 """
 import functools
 import importlib

@@ -19,7 +19,8 @@ when they are a view of a contiguous (rows, positions) tensor, or else when thei
 multiple of the model input's batch size; otherwise they are judged as one label per row.
 Targets that are class probabilities (floating, the input's shape) are not class indices and
 are skipped. The class count the loss saw is also put on the sample (``Sample.loss_classes``):
-the uniform-guess level of (N, C, H, W) logits is ln C, not ln W.
+the uniform-guess level of (N, C, H, W) logits is ln C, not ln W (unless ``Monitor(output=)``
+names the entry that holds the logits: the user's word is kept).
 """
 from collections import deque
 from dataclasses import dataclass
@@ -132,8 +133,8 @@ class TargetsProbe(Probe):
             if read is None:
                 return
             self._calls += 1
-            if ctx.sample.loss_classes is None:
-                ctx.sample.loss_classes = read.classes
+            if ctx.sample.loss_classes is None and ctx.output is None:
+                ctx.sample.loss_classes = read.classes   # Monitor(output=) says it instead
             self._queue(function, read)
         except Exception as error:     # noqa: BLE001 - never into the user's loss call
             self._error = self._error or error

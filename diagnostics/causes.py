@@ -36,6 +36,9 @@ CAUSES = {
     "SATURATED_ACTIVATIONS": ("VANISHING_GRADIENTS",),
     "DATA_NONFINITE": ("NAN_LOSS", "EXPLODING_GRADIENTS", "STEPS_SKIPPED"),
     "EXPLODING_GRADIENTS": ("STEPS_SKIPPED",),
+    # padding scored in place of the real positions (an inverted mask): the real classes are
+    # never targets
+    "PADDING_SCORED": ("LABEL_RANGE",),
 }
 
 

@@ -37,6 +37,9 @@ CODES = {
     "TARGETS_MISALIGNED": "a language model's loss scores position t against another token "
                           "than t + 1 (labels not shifted, or shifted twice)",
     "LABEL_RANGE": "targets use a class the output lacks, or never use one it has",
+    "IGNORED_CLASS": "a loss's ignore_index is a real class: its targets inside the content "
+                     "never reach the loss",
+    "PADDING_SCORED": "padding makes up most of the positions a loss scores",
     "LABELS_SORTED": "training batches hold labels sorted by class (data not shuffled)",
     "UNSEEN_LAYERS": "layers the Monitor cannot take statistics of (info)",
     "TRAINING_IN_EVAL_MODE": "training steps taken with dropout and batch norm in eval mode",

@@ -181,7 +181,8 @@ class Sample:
     step: int
     loss: float = math.nan
     inputs: ActivationRecord | None = None
-    output_width: int | None = None
+    output_width: int | None = None                    # the model output's last axis
+    loss_classes: int | None = None    # the class axis (dim 1) of a class loss's input
     batch: int | None = None                           # the model input's first dimension
     output_entropy: float | None = None                # mean entropy of the output's softmax
     activations: dict = field(default_factory=dict)   # layer name -> ActivationRecord

@@ -125,7 +125,7 @@ def _loss_summary(view):
     if finite.size:
         best = int(finite[np.argmin(losses[finite])])
         summary.update({"min": float(losses[best]), "min_step": best})
-    width = next((s.output_width for s in reversed(view.samples) if s.output_width), None)
+    width = view.output_width
     if width and width >= 2:
         summary.update({"classes": width, "chance": math.log(width)})
     elsewhere = view.signal(TrainedElsewhere)

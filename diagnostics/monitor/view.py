@@ -109,8 +109,11 @@ class WindowView:
 
     @cached_property
     def output_width(self):
-        """The model output's last dimension (the number of classes for a classifier)."""
-        return next((s.output_width for s in reversed(self.samples) if s.output_width), None)
+        """The number of classes: the class axis of a class loss's input where one was seen
+        (dim 1: (N, C, H, W) logits have C classes, not W), else the model output's last
+        dimension."""
+        return next((s.loss_classes or s.output_width for s in reversed(self.samples)
+                     if s.loss_classes or s.output_width), None)
 
     @property
     def chance_loss(self):
@@ -123,7 +126,8 @@ class WindowView:
         """Median over the recent samples of the output's mean softmax entropy (ln C when the
         model guesses uniformly); None when none was measured."""
         values = [s.output_entropy for s in self.recent
-                  if s.output_entropy is not None and math.isfinite(s.output_entropy)]
+                  if s.output_entropy is not None and math.isfinite(s.output_entropy)
+                  and (s.loss_classes is None or s.loss_classes == s.output_width)]
         return statistics.median(values) if values else None
 
     @property

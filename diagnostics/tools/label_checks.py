@@ -11,6 +11,7 @@ across batches, mean the data are sorted by class and not shuffled. Both return 
 with codes LABEL_RANGE and LABELS_SORTED; both take arrays or tensors (torch, minigrad).
 """
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,6 +37,26 @@ def check_label_range(targets, *, num_classes):
     return CheckResult(_label_range(targets, num_classes=num_classes), check="label range")
 
 
+@dataclass(frozen=True)
+class LabelTally:
+    """What the LABEL_RANGE rule reads, however the labels were gathered: ``counts[c]`` targets
+    of each class ``c`` of the output's ``0..C-1``, ``outside`` targets beyond them (their
+    distinct values in ``outside_values`` where known), ``draws`` independent draws of a class
+    (rows with one label each, or the examples that per-element labels cover: the labels of one
+    mask or sentence are not independent), and the classes never a target by design
+    (``exempt``: an ignore_index inside the classes, which IGNORED_CLASS judges)."""
+
+    counts: np.ndarray
+    draws: int
+    outside: int = 0
+    outside_values: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    exempt: frozenset = frozenset()
+
+    @property
+    def num_classes(self):
+        return int(self.counts.size)
+
+
 def _label_range(targets, *, num_classes):
     labels = _class_indices(targets, "targets")
     require(isinstance(num_classes, (int, np.integer)) and not isinstance(num_classes, bool)
@@ -43,34 +64,54 @@ def _label_range(targets, *, num_classes):
             repr(num_classes))
     if labels is None or labels.size == 0:
         return []
-    low, high = int(labels.min()), int(labels.max())
-    used = np.unique(labels)
-    evidence = {"num_classes": int(num_classes), "min_label": low, "max_label": high,
-                "classes_used": int(used.size), "rows": int(labels.size)}
+    inside = labels[(labels >= 0) & (labels < num_classes)]
     outside = labels[(labels < 0) | (labels >= num_classes)]
-    if outside.size:
-        values = np.unique(outside)
+    tally = LabelTally(np.bincount(inside, minlength=num_classes), draws=int(labels.size),
+                       outside=int(outside.size), outside_values=np.unique(outside))
+    return judge_label_range(tally, seen=f"with {labels.size} rows")
+
+
+def judge_label_range(tally, *, seen, location="data", fix_unused=None,
+                      expectation="each unit would be a target about {:.0f} times"):
+    """LABEL_RANGE findings for ``tally`` (a ``LabelTally``): an error for targets outside the
+    classes; a warning for output units at the low or high end that are never a target when
+    ``tally.draws`` would make each one a target at least ``EXPECTED_PER_CLASS`` times (labels
+    that start at 1, or a mapping that stops short of ``C - 1``). ``seen`` says what was looked
+    at ("with 200 rows") and ``expectation`` how often a unit would then be a target;
+    ``fix_unused`` replaces the warning's fix."""
+    num_classes, counts = tally.num_classes, np.asarray(tally.counts)
+    used = np.flatnonzero(counts)
+    values = np.asarray(tally.outside_values, dtype=np.int64)
+    if tally.outside == 0 and used.size == 0:
+        return []
+    ends = [int(v) for v in (*used[:1], *used[-1:], *values[:1], *values[-1:])]
+    low, high = min(ends), max(ends)
+    evidence = {"num_classes": num_classes, "min_label": low, "max_label": high,
+                "classes_used": int(used.size) + int(values.size), "rows": int(tally.draws)}
+    if tally.outside:
         hint = (" (labels start at 1: subtract 1)" if low == 1 and high == num_classes else "")
+        shown = f" ({_values(values)})" if values.size else ""
         return [Finding(
-            "LABEL_RANGE", "error", "data",
-            f"{outside.size} targets use classes the output lacks ({_values(values)}); the "
+            "LABEL_RANGE", "error", location,
+            f"{tally.outside} targets use classes the output lacks{shown}; the "
             f"model has {num_classes} output units, classes 0..{num_classes - 1}{hint}",
             "map the labels to 0..C-1 (e.g. y - 1 when they start at 1), or widen the output "
             "layer to the number of classes",
-            {**evidence, "outside": int(outside.size), "outside_classes": values[:EXAMPLES]})]
-    expected = labels.size / num_classes
-    missing = [c for c in range(num_classes) if c < low or c > high]
+            {**evidence, "outside": int(tally.outside), "outside_classes": values[:EXAMPLES]})]
+    expected = tally.draws / num_classes
+    missing = [c for c in range(num_classes)
+               if (c < low or c > high) and c not in tally.exempt]
     if missing and expected >= EXPECTED_PER_CLASS:
         start = " (labels start at 1)" if low == 1 else ""
         return [Finding(
-            "LABEL_RANGE", "warning", "data",
+            "LABEL_RANGE", "warning", location,
             f"{'output unit' if len(missing) == 1 else 'output units'} "
             f"{_values(np.array(missing))} {'is' if len(missing) == 1 else 'are'} never a "
             f"target: labels run "
-            f"{low}..{high}{start} while the model has {num_classes} outputs; with "
-            f"{labels.size} rows each unit would be a target about {expected:.0f} times",
-            "shift the labels to start at 0 (y - 1) and give the output exactly as many "
-            "units as there are classes",
+            f"{low}..{high}{start} while the model has {num_classes} outputs; {seen} "
+            + expectation.format(expected),
+            fix_unused or "shift the labels to start at 0 (y - 1) and give the output exactly "
+                          "as many units as there are classes",
             {**evidence, "unused_units": missing[:EXAMPLES]})]
     return []
 

@@ -15,6 +15,8 @@ probe                     signal
                           momentum in another framework's convention
 ``FrozenNormProbe``       batch norms with frozen parameters whose running statistics move
 ``LossInputsProbe``       the values BCE-with-logits, KL-divergence and NLL receive
+``TargetsProbe``          the targets cross-entropy and NLL score: per-class counts, ignored
+                          positions inside the content, padding runs; the loss's class count
 ``StepContractProbe``     each optimizer step's window: backward passes, clearing, clipping
 ``InputsProbe``           the model input's statistics and the batch size
 ``OutputsProbe``          the logits' width (classes) and prediction entropy
@@ -98,6 +100,7 @@ from .probabilities import ProbabilitiesProbe
 from .schedule import ScheduleProbe
 from .step_contract import StepContractProbe
 from .step_gradients import StepGradientsProbe
+from .targets import TargetsProbe
 from .training_mode import TrainingModeProbe
 from .travel import TravelProbe
 from .unregistered import UnregisteredProbe
@@ -108,7 +111,7 @@ PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsPr
           ProbabilitiesProbe, MixedPrecisionProbe, ScheduleProbe,
           StepContractProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe,
           UnregisteredProbe, OtherOptimizerProbe, ModelStructureProbe,
-          FrozenNormProbe, LossInputsProbe, ModelCallsProbe,
+          FrozenNormProbe, LossInputsProbe, TargetsProbe, ModelCallsProbe,
           # last: its step pre-hook may set the gradients aside (the guard), after the
           # others' hooks have read them
           StepGradientsProbe)
@@ -119,4 +122,4 @@ __all__ = ["PROBES", "Context", "Probe", "Signal", "ActivationsProbe", "Clipping
            "ModelCallsProbe", "ModelStructureProbe",
            "ModesProbe", "OptimizerEpsProbe", "OtherOptimizerProbe", "OutputsProbe",
            "ProbabilitiesProbe", "ScheduleProbe", "StepContractProbe", "StepGradientsProbe",
-           "TrainingModeProbe", "TravelProbe", "UnregisteredProbe", "UpdatesProbe"]
+           "TargetsProbe", "TrainingModeProbe", "TravelProbe", "UnregisteredProbe", "UpdatesProbe"]

@@ -8,23 +8,19 @@ never positive, and the logits of a model trained with BCE turn negative for its
 
 While a Monitor with a torch model is open, those three functions of ``torch.nn.functional``
 (which ``nn.BCEWithLogitsLoss``, ``nn.KLDivLoss`` and ``nn.NLLLoss`` call) are wrapped; on a
-sampled iteration the wrapper queues the input's smallest and largest entry on the step's
-one transfer, then calls the original. One patch serves every open Monitor (``SharedPatch``);
-a loss function imported by name before the Monitor was made is not seen.
+sampled iteration the probe queues the input's smallest and largest entry on the step's
+one transfer, then the original runs. One patch (``loss_calls.PATCH``) serves every open
+Monitor and the targets probe; a loss function imported by name before the Monitor was made is
+not seen.
 """
-import functools
 from collections import deque
 from dataclasses import dataclass
 
+from . import loss_calls
 from .base import Probe, Signal, floating
-from .shared_patch import SharedPatch, restore_attributes
 
 EXPECTS = {"binary_cross_entropy_with_logits": "logits", "kl_div": "log-probabilities",
            "nll_loss": "log-probabilities"}
-
-_LISTENERS = []
-_INSTALLED = []      # (owner, name, original, wrapper)
-
 
 @dataclass(frozen=True)
 class LossInputRecord:
@@ -59,12 +55,17 @@ class LossInputsProbe(Probe):
     def begin(self):
         self._pending, self._seen = [], set()
         if self.ctx.backend.name == "torch" and not self._listening:
-            _PATCH.listen(self)
+            loss_calls.PATCH.listen(self)
             self._listening = True
 
-    def note(self, function, tensor):
+    def note_loss(self, function, args, kwargs):
         """A watched loss is called (told by the patch, before the original runs)."""
+        if function not in EXPECTS:
+            return
         try:
+            tensor = args[0] if args else kwargs.get("input")
+            if tensor is None or not hasattr(tensor, "detach"):
+                return
             ctx = self.ctx
             if (ctx.sample is None or function in self._seen or not floating(tensor)
                     or tensor.numel() == 0):
@@ -94,38 +95,5 @@ class LossInputsProbe(Probe):
         self._pending = []
         if self._listening:
             self._listening = False
-            _PATCH.unlisten(self)
+            loss_calls.PATCH.unlisten(self)
 
-
-def _install():
-    import torch.nn.functional as F
-
-    try:
-        for name in EXPECTS:
-            original = getattr(F, name, None)
-            if callable(original):
-                wrapper = _wrap(name, original)
-                setattr(F, name, wrapper)
-                _INSTALLED.append((F, name, original, wrapper))
-    except BaseException:
-        _uninstall()
-        raise
-
-
-def _uninstall():
-    restore_attributes(_INSTALLED)
-
-
-def _wrap(function, original):
-    @functools.wraps(original)
-    def loss(*args, **kwargs):
-        if _LISTENERS:
-            tensor = args[0] if args else kwargs.get("input")
-            if tensor is not None and hasattr(tensor, "detach"):
-                for listener in tuple(_LISTENERS):
-                    listener.note(function, tensor)
-        return original(*args, **kwargs)
-    return loss
-
-
-_PATCH = SharedPatch(_LISTENERS, install=_install, uninstall=_uninstall)

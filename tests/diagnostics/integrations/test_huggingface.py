@@ -39,7 +39,18 @@ class Images(torch.utils.data.Dataset):
         return {"pixel_values": self.pixels[i], "labels": self.labels[i]}
 
 
-def _train(tmp_path, callback, *, normalize=True):
+class PoisonedImages(Images):
+    """One example holds a NaN pixel: the step whose batch holds it gets NaN gradients."""
+
+    def __getitem__(self, i):
+        item = super().__getitem__(i)
+        if i == 37:
+            item = {**item, "pixel_values": item["pixel_values"].clone()}
+            item["pixel_values"][0, 3, 3] = float("nan")
+        return item
+
+
+def _train(tmp_path, callback, *, normalize=True, dataset=None):
     torch.manual_seed(0)
     config = transformers.ResNetConfig(num_channels=1, embedding_size=8, hidden_sizes=[8, 16],
                                        depths=[1, 1], layer_type="basic", num_labels=2)
@@ -50,7 +61,7 @@ def _train(tmp_path, callback, *, normalize=True):
         report_to="none", save_strategy="no", logging_strategy="no", use_cpu=True,
         disable_tqdm=True)
     trainer = transformers.Trainer(model=model, args=args,
-                                   train_dataset=Images(normalize=normalize),
+                                   train_dataset=dataset or Images(normalize=normalize),
                                    callbacks=[callback])
     with callback:
         trainer.train()
@@ -113,3 +124,20 @@ def test_a_bad_argument_is_refused_when_the_callback_is_built():
     with pytest.raises(DiagnosticsError, match="every"):
         GradhuntTrainerCallback(every=-1)
 
+
+
+@pytest.mark.parametrize("guard", [None, "skip"])
+def test_the_guard_skips_the_step_of_a_poisoned_example(tmp_path, guard):
+    """The Trainer accumulates two micro-batches and clips before its step: the guard reads the
+    gradient the step is about to apply and keeps a NaN one from being applied."""
+    callback = GradhuntTrainerCallback(every=5, guard=guard)
+    trainer = _train(tmp_path, callback, dataset=PoisonedImages(normalize=True))
+    finite = all(bool(torch.isfinite(p).all()) for p in trainer.model.parameters())
+    codes = [f.code for f in callback.report.findings]
+    if guard is None:
+        assert not finite                           # the harm is real
+        assert "STEPS_SKIPPED" not in codes
+    else:
+        assert finite
+        assert "STEPS_SKIPPED" in codes and "DATA_NONFINITE" in codes
+    assert _hooks_left(trainer.model) == []

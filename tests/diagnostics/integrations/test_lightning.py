@@ -164,3 +164,36 @@ def test_an_error_inside_the_monitor_never_stops_the_fit(monkeypatch, capsys):
     assert len(calls) == 11                  # not called again once it failed
     assert callback.report.steps == 10
     assert callback.failure in capsys.readouterr().out
+
+
+class PoisonedBatch(Classifier):
+    """One training batch carries a NaN input: without a guard, its step spreads NaN into every
+    weight for the rest of the fit."""
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        if self.global_step == 10:
+            x = x.clone()
+            x[3, 5] = float("nan")
+        return torch.nn.functional.cross_entropy(self(x), y)
+
+
+@pytest.mark.parametrize("guard", [None, "skip"])
+def test_the_guard_skips_a_poisoned_step_in_a_real_fit(guard):
+    """Lightning steps its optimizer with a closure: the guard judges the step at the closure's
+    first evaluation and keeps the NaN gradients from being applied."""
+    module, callback = PoisonedBatch(HEALTHY_LR), GradhuntCallback(every=5, guard=guard,
+                                                                   print_report=False)
+    _fit(module, callback, max_steps=30)
+    finite = all(bool(torch.isfinite(p).all()) for p in module.parameters())
+    codes = [f.code for f in callback.report.findings]
+    assert callback.failure is None
+    if guard is None:
+        assert not finite                           # the harm is real
+        assert "STEPS_SKIPPED" not in codes
+    else:
+        assert finite
+        skipped = next(f for f in callback.report.findings if f.code == "STEPS_SKIPPED")
+        assert "10" in skipped.message
+        assert "DATA_NONFINITE" in codes
+    assert _hooks_left(module) == []

@@ -9,6 +9,11 @@ assumes a convention: the token each position is scored against is read from the
 gradient on the logits (cross-entropy's is ``softmax - one_hot(target)``, lowest at the
 target, also with label smoothing), then compared with the input tokens at t - 1, t, t + 1 and
 t + 2. Positions the loss ignores (no gradient) are left out.
+
+A model given ``labels=`` computes its loss inside ``forward`` (the Hugging Face convention),
+and ``loss_fn`` only reads it out: the model itself is the loss. Its gradient is then read on
+the logits of a fresh forward, through the model's own loss call, so that a model that shifts
+internally (GPT-2) is judged by what its loss rewards, like one that forgot to.
 """
 import numpy as np
 
@@ -33,17 +38,32 @@ def misaligned_targets(backend, batch, output, key):
     logits = backend.to_numpy(outputs.pick(output, key))
     if logits.ndim != 3:
         return unread
-    scored = _scored_tokens(backend, batch, output, key, logits)
+    grad = outputs.loss_gradient(backend, batch.loss_fn, output, key, logits.copy(),
+                                 batch.targets)
+    inside = grad is None
+    if inside:   # loss_fn reads a loss the model computed: read the model's own loss
+        grad, why = model_loss_gradient(backend, batch, key)
+        if grad is None:
+            return False, why, []
+    scored = scored_tokens(grad)
     tokens = None if scored is None else _token_ids(backend, batch, scored.shape)
     if tokens is None:
         return unread
+    return judge(scored, tokens, inside_model=inside)
+
+
+def judge(scored, tokens, *, inside_model=False):
+    """``(judged, summary, [Finding])`` from the class each position is scored against
+    (``scored``, ``(B, T)``, -1 where unscored) and the input tokens ``(B, T)``.
+    ``inside_model``: the loss is the model's own (computed in forward from ``labels=``)."""
     shares = {offset: _share(scored, tokens, offset) for offset in (1,) + OFFSETS}
     matched_next, compared = shares[1]
+    whose = " (the model's own loss)" if inside_model else ""
     if compared < MIN_POSITIONS:
         return False, f"only {compared} scored positions: too few to read", []
     if matched_next > NEXT_AT_MOST:
         return True, (f"{matched_next:.0%} of {compared} scored positions t are scored "
-                      f"against the input token t + 1"), []
+                      f"against the input token t + 1{whose}"), []
     wrong = next((offset for offset in OFFSETS if shares[offset][1] >= MIN_POSITIONS
                   and shares[offset][0] >= MATCHED), None)
     if wrong is None:
@@ -53,7 +73,31 @@ def misaligned_targets(backend, batch, output, key):
     share, compared = shares[wrong]
     where = f"input token t{wrong:+d}" if wrong else "input token t itself"
     return True, (f"position t is scored against {where}, not t + 1 ({share:.0%} of "
-                  f"{compared} scored positions)"), [_finding(wrong, shares)]
+                  f"{compared} scored positions){whose}"), [
+        _finding(wrong, shares, inside_model=inside_model)]
+
+
+def model_loss_gradient(backend, batch, key):
+    """``(gradient of the model's own loss on its logits as an ndarray, None)``, or ``(None,
+    why not)``: one fresh forward (a model that computes its loss from ``labels=``), the
+    user's ``loss_fn`` reading that loss out, and autograd from it to the logits alone (no
+    parameter's ``.grad`` is touched)."""
+    if backend.name != "torch":
+        return None, ("loss_fn does not read the logits (a loss computed inside forward), and "
+                      "reading the model's own loss on them needs torch's autograd")
+    torch = backend.torch
+    with backend.enable_grad():
+        fresh = batch.forward(backend.model)
+        logits = outputs.pick(fresh, key)
+        loss = batch.loss(fresh)
+        if not (isinstance(loss, torch.Tensor) and loss.requires_grad and loss.numel() == 1
+                and isinstance(logits, torch.Tensor) and logits.requires_grad):
+            return None, ("loss_fn's loss has no gradient path to the logits (is the loss "
+                          "computed from them, and are labels= passed to the model?)")
+        (grad,) = torch.autograd.grad(loss, logits, allow_unused=True)
+    if grad is None:
+        return None, "the model's loss does not depend on its logits: nothing to read"
+    return grad.detach().to("cpu", torch.float64).numpy(), None
 
 
 def _token_ids(backend, batch, shape):
@@ -70,15 +114,12 @@ def _token_ids(backend, batch, shape):
     return None
 
 
-def _scored_tokens(backend, batch, output, key, logits):
+def scored_tokens(grad):
     """Per position ``(B, T)``, the class the loss pulls the logits towards (the lowest entry of
-    its gradient), -1 where the loss gives no gradient; None when the gradient is not a class
-    distribution's along the last axis or the second (its entries summing to 0 at every
-    position, as cross-entropy's do: the loss, not a convention, tells the class axis)."""
-    grad = outputs.loss_gradient(backend, batch.loss_fn, output, key, logits.copy(),
-                                 batch.targets)
-    if grad is None:
-        return None
+    its gradient ``grad`` on them), -1 where the loss gives no gradient; None when the gradient
+    is not a class distribution's along the last axis or the second (its entries summing to 0
+    at every position, as cross-entropy's do: the loss, not a convention, tells the class
+    axis)."""
     grad = grad.astype(np.float64)
     scale = np.abs(grad).max()
     if not np.isfinite(scale) or scale == 0:
@@ -107,7 +148,7 @@ def _share(scored, tokens, offset):
     return (float((here == there)[counted].mean()) if compared else 0.0), compared
 
 
-def _finding(offset, shares):
+def _finding(offset, shares, *, inside_model=False):
     share, compared = shares[offset]
     next_share = shares[1][0]
     where = {0: "token t of the input itself", 2: "token t + 2, the one after next",
@@ -124,9 +165,18 @@ def _finding(offset, shares):
               "itself, or shift them yourself for one that does not",
            -1: "score logits[:, :-1] against tokens[:, 1:], not logits[:, 1:] against "
                "tokens[:, :-1]"}
+    if inside_model:   # the shift to fix is in the model's forward, or in the labels given it
+        fix = {0: "shift inside forward: score logits[:, :-1] against labels[:, 1:], as "
+                  "Hugging Face's *ForCausalLM do (or pass labels already shifted to a model "
+                  "that does not shift)",
+               2: "shift once: the model's forward shifts the labels, so pass labels = "
+                  "input_ids unshifted",
+               -1: "in forward, score logits[:, :-1] against labels[:, 1:], not logits[:, 1:] "
+                   "against labels[:, :-1]"}
+    loss = "the loss the model computes in forward" if inside_model else "the loss"
     return Finding(
-        "TARGETS_MISALIGNED", "error", "loss",
-        f"the loss scores the logits at position t against {where}, not the next token t + 1 "
+        "TARGETS_MISALIGNED", "error", "model" if inside_model else "loss",
+        f"{loss} scores the logits at position t against {where}, not the next token t + 1 "
         f"(read from the loss's gradient on the logits: {share:.0%} of {compared} scored "
         f"positions match it, {next_share:.0%} match the next token): {why[offset]}",
         fix[offset],

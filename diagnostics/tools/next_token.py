@@ -24,6 +24,9 @@ MIN_POSITIONS = 16     # scored positions needed to tell an offset from coincide
 MATCHED = 0.9          # share of the positions that must match the wrong offset
 NEXT_AT_MOST = 0.5     # ... while at most this share matches the next token
 OFFSETS = (0, 2, -1)   # the wrong offsets, in the order they are reported
+SUMS_TO_ZERO = 1e-4    # |sum over the classes| / largest entry: a class distribution's gradient
+                       # (softmax - target) sums to 0 up to rounding
+UNPULLED = 1e-6        # a position whose lowest entry is above -this * largest: not scored
 
 
 def misaligned_targets(backend, batch, output, key):
@@ -125,12 +128,24 @@ def scored_tokens(grad):
     if not np.isfinite(scale) or scale == 0:
         return None
     axis = next((a for a in (2, 1) if grad.shape[a] >= 2
-                 and np.abs(grad.sum(axis=a)).max() <= 1e-4 * scale), None)
+                 and np.abs(grad.sum(axis=a)).max() <= SUMS_TO_ZERO * scale), None)
     if axis is None:
         return None
     grad = np.moveaxis(grad, axis, -1)
-    scored = grad.argmin(axis=-1)
-    scored[grad.min(axis=-1) >= -1e-6 * scale] = -1     # no pull towards any class
+    return scored_from(grad.argmin(axis=-1), grad.min(axis=-1), scale,
+                       np.abs(grad.sum(axis=-1)).max())
+
+
+def scored_from(lowest_class, lowest, scale, row_sum):
+    """The reading of ``scored_tokens`` from four reductions of the gradient over its class
+    axis (what the Monitor brings from the device): the lowest entry's class and value per
+    position, the largest magnitude, and the largest |sum over the classes|. None when the
+    rows do not sum to 0 (not one class distribution per position) or nothing is scored."""
+    scale, row_sum = float(scale), float(row_sum)
+    if not np.isfinite(scale) or scale == 0 or not row_sum <= SUMS_TO_ZERO * scale:
+        return None
+    scored = np.asarray(lowest_class, dtype=np.int64).copy()
+    scored[np.asarray(lowest, dtype=np.float64) >= -UNPULLED * scale] = -1
     return scored
 
 

@@ -159,6 +159,30 @@ def loss_gradient(backend, loss_fn, output, key, values, targets):
     return None if leaf.grad is None else backend.to_numpy(leaf.grad)
 
 
+def model_loss_gradient(backend, batch, key):
+    """``(gradient of the model's own loss on its logits as an ndarray, None)``, or ``(None,
+    why not)``, for a ``batch`` (``diagnostics.batch.Batch``) whose ``loss_fn`` reads a loss
+    the model computed inside forward (``loss_gradient`` gives None there): one fresh forward,
+    the user's ``loss_fn`` reading that loss out, and autograd from it to the logits alone
+    (no parameter's ``.grad`` is touched)."""
+    if backend.name != "torch":
+        return None, ("loss_fn does not read the logits (a loss computed inside forward), and "
+                      "reading the model's own loss on them needs torch's autograd")
+    torch = backend.torch
+    with backend.enable_grad():
+        fresh = batch.forward(backend.model)
+        logits = pick(fresh, key)
+        loss = batch.loss(fresh)
+        if not (isinstance(loss, torch.Tensor) and loss.requires_grad and loss.numel() == 1
+                and isinstance(logits, torch.Tensor) and logits.requires_grad):
+            return None, ("loss_fn's loss has no gradient path to the logits (is the loss "
+                          "computed from them, and are labels= passed to the model?)")
+        (grad,) = torch.autograd.grad(loss, logits, allow_unused=True)
+    if grad is None:
+        return None, "the model's loss does not depend on its logits: nothing to read"
+    return grad.detach().to("cpu", torch.float64).numpy(), None
+
+
 def loss_reads(backend, loss_fn, output, targets):
     """The keys of the floating tensor entries that ``loss_fn`` reads (None when it cannot run
     on leaves): each entry becomes a detached leaf, and the loss's backward says which ones it

@@ -45,7 +45,7 @@ def misaligned_targets(backend, batch, output, key):
                                  batch.targets)
     inside = grad is None
     if inside:   # loss_fn reads a loss the model computed: read the model's own loss
-        grad, why = model_loss_gradient(backend, batch, key)
+        grad, why = outputs.model_loss_gradient(backend, batch, key)
         if grad is None:
             return False, why, []
     scored = scored_tokens(grad)
@@ -78,29 +78,6 @@ def judge(scored, tokens, *, inside_model=False):
     return True, (f"position t is scored against {where}, not t + 1 ({share:.0%} of "
                   f"{compared} scored positions){whose}"), [
         _finding(wrong, shares, inside_model=inside_model)]
-
-
-def model_loss_gradient(backend, batch, key):
-    """``(gradient of the model's own loss on its logits as an ndarray, None)``, or ``(None,
-    why not)``: one fresh forward (a model that computes its loss from ``labels=``), the
-    user's ``loss_fn`` reading that loss out, and autograd from it to the logits alone (no
-    parameter's ``.grad`` is touched)."""
-    if backend.name != "torch":
-        return None, ("loss_fn does not read the logits (a loss computed inside forward), and "
-                      "reading the model's own loss on them needs torch's autograd")
-    torch = backend.torch
-    with backend.enable_grad():
-        fresh = batch.forward(backend.model)
-        logits = outputs.pick(fresh, key)
-        loss = batch.loss(fresh)
-        if not (isinstance(loss, torch.Tensor) and loss.requires_grad and loss.numel() == 1
-                and isinstance(logits, torch.Tensor) and logits.requires_grad):
-            return None, ("loss_fn's loss has no gradient path to the logits (is the loss "
-                          "computed from them, and are labels= passed to the model?)")
-        (grad,) = torch.autograd.grad(loss, logits, allow_unused=True)
-    if grad is None:
-        return None, "the model's loss does not depend on its logits: nothing to read"
-    return grad.detach().to("cpu", torch.float64).numpy(), None
 
 
 def _token_ids(backend, batch, shape):

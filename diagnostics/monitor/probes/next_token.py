@@ -22,6 +22,7 @@ stops; a call that reads as no language model is retried on a few later sampled 
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -165,7 +166,7 @@ class NextTokenProbe(Probe):
         if size > MAX_PARAMETERS:
             return CausalRead(step, None, f"{size:,} parameters: a float64 copy is too large")
         try:
-            with self.ctx.hooks_quiet():
+            with (self.ctx.hooks_quiet or contextlib.nullcontext)():
                 found = check_batch_independence(model, inputs, causal=True)
         except Exception as error:  # noqa: BLE001  (the copy's forward is the user's code)
             return CausalRead(step, None, f"{type(error).__name__}: {error}")

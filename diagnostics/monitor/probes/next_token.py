@@ -35,6 +35,7 @@ from .base import Probe, Signal, floating
 ROWS_COPIED = 4          # rows of the batch the causality check's copy runs on: it compares an
                          # example with another (2 suffice); a few keep the copy's pass small
 READS = 3                # sampled steps read before a model that is no language model is left
+                         # (no token input, no logits beside it, or targets none of its tokens)
 MAX_PARAMETERS = 100_000_000   # the causality check runs on a float64 copy with gradients:
                                # about 16 bytes a parameter beside the model; above this it is
                                # left to preflight(causal=True) or check_batch_independence
@@ -76,6 +77,7 @@ class NextTokenProbe(Probe):
     def __init__(self, ctx):
         super().__init__(ctx)
         self._call = None      # (sample, tokens, the copy's inputs) of a sampled training call
+        self._seen = None      # the sample whose first training call was looked at
         self._read = None      # (step, gradient reductions, tokens, inside) from the backward
         self._targets = None
         self._causal = None
@@ -95,29 +97,33 @@ class NextTokenProbe(Probe):
     def on_forward(self, args, kwargs, grad_enabled):
         ctx = self.ctx
         if (self._done or ctx.sample is None or not grad_enabled
-                or ctx.backend.name != "torch"
-                or (self._call is not None and self._call[0] is ctx.sample)):
+                or ctx.backend.name != "torch" or self._seen is ctx.sample):
             return
+        self._seen = ctx.sample   # the first training call of a sampled iteration only
         tokens = _tokens(ctx.backend.torch, args, kwargs)
-        if tokens is not None:
-            self._call = (ctx.sample, tokens, _copied_inputs(ctx.backend.torch, args, kwargs,
-                                                             tokens.shape[0]))
+        if tokens is None:
+            self._tries += 1      # no token input: a few sampled calls, then left alone
+            return
+        self._call = (ctx.sample, tokens, _copied_inputs(ctx.backend.torch, args, kwargs,
+                                                         tokens.shape[0]))
 
     def _on_output(self, module, args, output):
         ctx, call = self.ctx, self._call
         if call is None or call[0] is not ctx.sample or self._done:
             return None
-        self._call = (None,) + call[1:]   # the first training call of the iteration only
+        self._call = None
         tokens = call[1]
         try:
             logits = output_rule.pick(output, output_rule.select_key(
                 ctx.backend, output, selector=ctx.output))
         except Exception:   # noqa: BLE001  (no logits in this output: nothing to read)
+            self._tries += 1
             return None
         torch = ctx.backend.torch
         if not (isinstance(logits, torch.Tensor) and logits.dim() == 3 and floating(logits)
                 and tuple(logits.shape[:2]) == tuple(tokens.shape) and logits.shape[2] >= 2
                 and logits.requires_grad):
+            self._tries += 1
             return None
         inside = any(isinstance(value, torch.Tensor) and value.dim() == 0
                      and value.requires_grad for _, value in output_rule.entries(output))
@@ -184,7 +190,7 @@ class NextTokenProbe(Probe):
 
     def close(self):
         self._drop_handles()
-        self._call = self._read = None
+        self._call = self._read = self._seen = None
 
 
 def _tokens(torch, args, kwargs):

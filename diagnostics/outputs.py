@@ -6,13 +6,19 @@ dataclass or a namedtuple. The rule, first match wins:
 1. ``output=`` names the logits: a key or attribute name (str), a position (int), or a
    callable ``output -> tensor``.
 2. A tensor is the logits.
-3. The entry named ``logits`` (a dict key, a dataclass or namedtuple field).
+3. The entry named ``logits`` (a dict key, a dataclass or namedtuple field, or an attribute
+   of any other object).
 4. When the loss function is known (the tools have one): the one floating tensor entry the
    loss reads. Each entry is replaced by a fresh leaf, the loss runs once, and the entry
    whose leaf receives a gradient is the logits. (The Monitor has the loss tensor instead:
    it follows the loss's graph back to the entries it reaches first.)
 5. The first floating tensor entry (torch's convention: ``nn.LSTM``, ``nn.MultiheadAttention``
    and Hugging Face's tuples put the main output first).
+
+Rules 3 to 5 read only entries that can be a prediction per example: a 0-d tensor never is.
+A model that computes its loss inside ``forward`` (``labels=``, the Hugging Face convention)
+returns it beside the logits, ``(loss, logits)`` or ``.loss``; the user's ``loss_fn`` that
+reads it out is the authority on the loss, and the logits are the other entry.
 
 Only the top level of the output is searched. The logits only serve the statistics that need
 class scores (accuracy, label layout, chance level); the loss always gets the whole output, as
@@ -76,8 +82,10 @@ def select_key(backend, output, *, selector=None, reads=None):
     if items == [(None, output)]:
         if backend.is_tensor(output):
             return None
+        if _prediction(backend, getattr(output, LOGITS, None)):
+            return LOGITS
         raise LookupError(f"the model returned {type(output).__name__}, not a tensor")
-    floating = [key for key, value in items if _floating(backend, value)]
+    floating = [key for key, value in items if _prediction(backend, value)]
     if LOGITS in floating:
         return LOGITS
     if len(floating) > 1 and reads is not None:
@@ -138,13 +146,41 @@ def constant(backend, output):
 def loss_gradient(backend, loss_fn, output, key, values, targets):
     """The gradient of ``loss_fn`` on the entry at ``key`` of ``output``, set to ``values`` (an
     ndarray) while the other entries stay constant: an ndarray, or None when the loss does not
-    reach it. The user's loss, not a convention, says how the entry meets the targets."""
+    reach it (a loss the model computed inside forward, which ``loss_fn`` only reads out).
+    The user's loss, not a convention, says how the entry meets the targets."""
     leaf = backend.from_numpy(values, like=next((p for _, p in backend.named_parameters()),
                                                 None))
     leaf.requires_grad_(True)
     with backend.enable_grad():
-        backend.backward(loss_fn(replace(constant(backend, output), key, leaf), targets))
+        loss = loss_fn(replace(constant(backend, output), key, leaf), targets)
+        if not getattr(loss, "requires_grad", False):
+            return None   # the loss does not read the entry (computed inside forward)
+        backend.backward(loss)
     return None if leaf.grad is None else backend.to_numpy(leaf.grad)
+
+
+def model_loss_gradient(backend, batch, key):
+    """``(gradient of the model's own loss on its logits as an ndarray, None)``, or ``(None,
+    why not)``, for a ``batch`` (``diagnostics.batch.Batch``) whose ``loss_fn`` reads a loss
+    the model computed inside forward (``loss_gradient`` gives None there): one fresh forward,
+    the user's ``loss_fn`` reading that loss out, and autograd from it to the logits alone
+    (no parameter's ``.grad`` is touched)."""
+    if backend.name != "torch":
+        return None, ("loss_fn does not read the logits (a loss computed inside forward), and "
+                      "reading the model's own loss on them needs torch's autograd")
+    torch = backend.torch
+    with backend.enable_grad():
+        fresh = batch.forward(backend.model)
+        logits = pick(fresh, key)
+        loss = batch.loss(fresh)
+        if not (isinstance(loss, torch.Tensor) and loss.requires_grad and loss.numel() == 1
+                and isinstance(logits, torch.Tensor) and logits.requires_grad):
+            return None, ("loss_fn's loss has no gradient path to the logits (is the loss "
+                          "computed from them, and are labels= passed to the model?)")
+        (grad,) = torch.autograd.grad(loss, logits, allow_unused=True)
+    if grad is None:
+        return None, "the model's loss does not depend on its logits: nothing to read"
+    return grad.detach().to("cpu", torch.float64).numpy(), None
 
 
 def loss_reads(backend, loss_fn, output, targets):
@@ -176,6 +212,12 @@ def describe(backend, output):
         shown = tuple(value.shape) if backend.is_tensor(value) else type(value).__name__
         parts.append(f"{name} {shown}")
     return f"{type(output).__name__}: " + ", ".join(parts)
+
+
+def _prediction(backend, value):
+    """A floating tensor with at least one axis: what can hold a prediction per example (a
+    0-d tensor is a loss or a statistic, never the logits)."""
+    return _floating(backend, value) and len(tuple(value.shape)) > 0
 
 
 def _floating(backend, value):

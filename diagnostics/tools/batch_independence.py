@@ -22,6 +22,7 @@ import warnings
 
 import numpy as np
 
+from .. import outputs
 from ..backends import get_backend
 from ..errors import DiagnosticsError, require
 from ..findings import Finding
@@ -42,7 +43,9 @@ def check_batch_independence(model, inputs, *, causal=False, output=None, seed=0
     (else of its first tensor), the other entries go along unchanged. ``causal``: also check
     that the output at position t (second axis of output and inputs) depends only on positions <= t.
     ``output``: picks the prediction from the model's output when it is a tuple or dict (a
-    callable, an index or a key); by default the first tensor, or ``"logits"``.
+    callable, an index or a key); by default the rule of ``diagnostics.outputs``: ``logits``,
+    else the first floating entry that is not a 0-d tensor (a ``(loss, logits)`` tuple of a
+    model given ``labels=`` gives its logits).
     The model is not changed: the check works on a copy. Returns a ``CheckResult`` (a list
     of findings with ``passed`` and a readable ``str()``).
     """
@@ -185,7 +188,7 @@ class _Probe:
         except Exception as error:  # the user's forward: report it, do not crash inside
             raise DiagnosticsError(f"model: the forward pass on a copy of the model raised "
                                    f"{type(error).__name__}: {error}") from error
-        return _pick(self.torch, result, pick)
+        return _pick(self.twin, result, pick)
 
     def gradients(self, result, weight):
         """Backpropagate ``sum(result * weight)``: the input gradient, and per module the
@@ -311,8 +314,8 @@ def _culprit(probe, modules, leaks):
     for name in probe.order:
         if name not in modules:
             continue
-        inputs, outputs = modules[name]
-        if any(leaks(g) for g in inputs) and not any(leaks(g) for g in outputs):
+        inputs, grads_out = modules[name]
+        if any(leaks(g) for g in inputs) and not any(leaks(g) for g in grads_out):
             if found is None or found == "" or name.startswith(found + "."):
                 found = name
     return found if found else None
@@ -322,27 +325,15 @@ def _in(where):
     return f"; it happens in '{where}' (the mixing layer nearest the output)" if where else ""
 
 
-def _first_tensor(torch, value):
-    if isinstance(value, torch.Tensor):
-        return value
-    if isinstance(value, (tuple, list)):
-        return next((v for v in value if isinstance(v, torch.Tensor)), None)
-    if isinstance(value, dict):
-        return next((v for v in value.values() if isinstance(v, torch.Tensor)), None)
-    return None
-
-
-def _pick(torch, result, pick):
-    if callable(pick):
-        chosen = pick(result)
-    elif pick is not None:
-        chosen = result[pick]
-    elif isinstance(result, dict) and "logits" in result:
-        chosen = result["logits"]
-    elif hasattr(result, "logits"):
-        chosen = result.logits
-    else:
-        chosen = _first_tensor(torch, result)
+def _pick(backend, result, pick):
+    """The prediction in the model's output by the one rule of ``diagnostics.outputs``
+    (``output=`` first, then a tensor, ``logits``, the first floating entry that is not a
+    0-d loss)."""
+    torch = backend.torch
+    try:
+        chosen = outputs.pick(result, outputs.select_key(backend, result, selector=pick))
+    except LookupError:
+        chosen = None
     require(isinstance(chosen, torch.Tensor), "output",
             "a model output that is, or holds, a tensor", type(result).__name__)
     return chosen

@@ -16,6 +16,7 @@ from ..monitor.checks.probabilities import bce_with_logits_floor, cross_entropy_
 from ..monitor.kernels import kernels_for
 from . import _training as T
 from . import contexts, objective
+from .next_token import scored_from
 
 DEFAULT_LR = 3e-3
 TARGET_FRACTION = 0.05  # default target: 5% of the starting (or uninformative) loss
@@ -201,6 +202,7 @@ def _run(backend, batch, *, optimizer, train_step, steps, target_loss, patience,
             start = _start_level(backend, batch, value, output, key, logits)
             floor = _loss_floor(backend, batch, output, key, logits, target_array)
             classes = T.class_axis_of(logits, target_array) is not None
+            scored = _scored_inside(backend, batch, output, key, logits, target_array)
             base = floor.value if floor.value < start else 0.0   # what the loss can reach
             chosen = target_loss is not None
             if not chosen:
@@ -210,7 +212,7 @@ def _run(backend, batch, *, optimizer, train_step, steps, target_loss, patience,
             # twice has one too) and for a target of the caller's
             base = base if floor.reason and not chosen else 0.0
         losses.append(value)
-        accuracies.append(T.accuracy(logits, target_array))
+        accuracies.append(_accuracy(logits, target_array, scored))
         if classes and (value < 0 or (floor.unbounded and not _log_probabilities(
                 logits, T.class_axis_of(logits, target_array)))):   # no -log p is negative
             return OverfitResult(
@@ -261,6 +263,54 @@ def _run(backend, batch, *, optimizer, train_step, steps, target_loss, patience,
         opponent=None if held is None else _opponent_cause(opponents, held),
         squashed=_squashed_twice(backend, batch, logits, target_array, target_loss))]
     return result
+
+
+_LABELS = "labels"   # _scored_inside: loss_fn reads the logits, the labels are the classes
+
+
+def _scored_inside(backend, batch, output, key, logits, targets):
+    """For class-index targets and a loss the model computes inside forward (``loss_fn`` only
+    reads it out), the class that loss scores each position against (-1 where none), read
+    once from its gradient on the logits: the labels' layout says nothing of how the model
+    shifts or masks them (a causal LM scores logits[t] against labels[t + 1]). ``_LABELS``
+    when ``loss_fn`` reads the logits itself; None (no accuracy) when it cannot be read."""
+    axis = T.class_axis_of(logits, targets)
+    if axis is None or key is T.NO_LOGITS:
+        return _LABELS
+    try:
+        if outputs.loss_gradient(backend, batch.loss_fn, output, key, logits.copy(),
+                                 batch.targets) is not None:
+            return _LABELS
+        grad, _ = outputs.model_loss_gradient(backend, batch, key)
+    except Exception:  # noqa: BLE001  (the user's loss on a probe: no accuracy, not a failure)
+        return None
+    if grad is None:
+        return None
+    for axis in dict.fromkeys((grad.ndim - 1, 1)):   # the loss's gradient tells the class
+        moved = np.moveaxis(grad, axis, -1)          # axis: its entries sum to 0 along it
+        scored = scored_from(moved.argmin(axis=-1), moved.min(axis=-1), np.abs(grad).max(),
+                             np.abs(moved.sum(axis=-1)).max())
+        if scored is not None and (scored >= 0).any():
+            return _Scored(scored, axis)
+    return None
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """The class each position is scored against (-1: unscored), and the logits' class axis."""
+
+    classes: np.ndarray
+    axis: int
+
+
+def _accuracy(logits, targets, scored):
+    """The share of scored positions whose argmax is the class they are scored against."""
+    if scored is _LABELS:
+        return T.accuracy(logits, targets)
+    if scored is None or logits is None:
+        return None
+    right = np.argmax(logits, axis=scored.axis) == scored.classes
+    return float(right[scored.classes >= 0].mean())
 
 
 def _squashed_twice(backend, batch, logits, targets, target_loss):

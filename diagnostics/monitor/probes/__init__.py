@@ -42,6 +42,8 @@ probe                     signal
                           (a GAN's other player): the loss is a moving target
 ``ModelCallsProbe``       calls of the model itself: none when its forward() is called
                           directly (no module hook runs)
+``NextTokenProbe``        a language model's targets (the token each position is scored
+                          against) and, on a copy once, its causality
 ``RanksProbe``            (only in a torch.distributed job, ``monitor.distributed``)
                           fingerprints of parameters, local and reduced gradients, the input
 ========================  ==================================================================
@@ -93,6 +95,7 @@ from .mixed_precision import MixedPrecisionProbe
 from .model_calls import ModelCallsProbe
 from .model_structure import ModelStructureProbe
 from .modes import ModesProbe
+from .next_token import NextTokenProbe
 from .optimizer_eps import OptimizerEpsProbe
 from .other_optimizer import OtherOptimizerProbe
 from .outputs import OutputsProbe
@@ -111,7 +114,7 @@ PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsPr
           ProbabilitiesProbe, MixedPrecisionProbe, ScheduleProbe,
           StepContractProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe,
           UnregisteredProbe, OtherOptimizerProbe, ModelStructureProbe,
-          FrozenNormProbe, LossInputsProbe, TargetsProbe, ModelCallsProbe,
+          FrozenNormProbe, LossInputsProbe, TargetsProbe, ModelCallsProbe, NextTokenProbe,
           # last: its step pre-hook may set the gradients aside (the guard), after the
           # others' hooks have read them
           StepGradientsProbe)
@@ -119,7 +122,7 @@ PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsPr
 __all__ = ["PROBES", "Context", "Probe", "Signal", "ActivationsProbe", "ClippingProbe",
            "EvalRandomnessProbe", "FrozenNormProbe", "GradientsProbe", "GraphProbe", "InputsProbe",
            "LearningRateProbe", "LossInputsProbe", "LossProbe", "MixedPrecisionProbe",
-           "ModelCallsProbe", "ModelStructureProbe",
+           "ModelCallsProbe", "ModelStructureProbe", "NextTokenProbe",
            "ModesProbe", "OptimizerEpsProbe", "OtherOptimizerProbe", "OutputsProbe",
            "ProbabilitiesProbe", "ScheduleProbe", "StepContractProbe", "StepGradientsProbe",
            "TargetsProbe", "TrainingModeProbe", "TravelProbe", "UnregisteredProbe", "UpdatesProbe"]

@@ -102,13 +102,19 @@ def _measured_loss(run: Run, rng) -> float:
     return run.backend.scalar(loss)
 
 
+# the Monitor's language-model reads: with causal=True the one-batch items judge them (the
+# batch independence and next-token items), and the training steps leave them to those
+ONE_BATCH_CODES = ("TARGETS_MISALIGNED", "CAUSALITY_LEAK")
+
+
 def _loss_trend(run: Run, before, after, findings, skipped_steps=0) -> Outcome:
     """The training steps' own verdict, on the loss and on the Monitor findings no monitored
     item claims; the facts carry every finding to those items."""
     facts = run.facts.found(watched=tuple(findings))
     how = "train_step" if run.train_step is not None else "plain steps"
     summary = f"loss {before:.4g} -> {after:.4g} after {TRAIN_STEPS} {how}"
-    others = [f for f in findings if f.code not in CLAIMED_CODES]
+    claimed = CLAIMED_CODES + (ONE_BATCH_CODES if run.causal else ())
+    others = [f for f in findings if f.code not in claimed]
     if math.isfinite(after) and after < before:
         return judged(summary, others, facts=facts)
     if skipped_steps >= TRAIN_STEPS and after == before:   # a GradScaler finding its scale

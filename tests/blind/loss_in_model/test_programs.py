@@ -66,45 +66,20 @@ PROGRAMS = [(n, f) for n in PAIRS for f in (False, True)] + [(n, True) for n in 
 
 # Monitor: buggy programs whose first alarm is not EXPECTED today
 MISSED = {
-    "gru_lm_unshifted_labels": "no warning or error: unshifted labels inside forward not named",
-    "attention_lm_no_causal_mask": "no warning or error: the causality leak not named",
     "gpt2_trainer_padding_scored": "no warning or error: no PADDING_SCORED check yet",
 }
 # Monitor: fixed twins / healthy programs with a warning or error today
 FALSE_ALARMS = {}
 # preflight items FAILed on gradhunt's own exception today: (module, fixed) -> reason
-_OWN = ("next-token targets FAILs: RuntimeError: element 0 of tensors does not require grad "
-        "and does not have a grad_fn, while forward, loss_fn and backward run cleanly")
-PREFLIGHT_OWN_ERRORS = {
-    ("gru_lm_unshifted_labels", False): _OWN,
-    ("gru_lm_unshifted_labels", True): _OWN,
-    ("gpt2_trainer_padding_scored", False): _OWN,
-    ("gpt2_trainer_padding_scored", True): _OWN,
-    ("healthy_gpt2_plain_loop", True): _OWN,
-}
+PREFLIGHT_OWN_ERRORS = {}
 # preflight: buggy programs whose findings lack EXPECTED today
 PREFLIGHT_MISSED = {
-    "gru_lm_unshifted_labels": "no finding: the next-token targets item raised (see _OWN)",
-    "attention_lm_no_causal_mask": (
-        "no finding: the tuple's [0] (the scalar loss) read as the logits; 'forward' FAILs "
-        "(first dimension should be the batch size), batch independence and next-token SKIP"),
     "gpt2_trainer_padding_scored": "no finding: no PADDING_SCORED check yet",
 }
 # preflight: fixed twins / healthy programs with a FAILed item today
-PREFLIGHT_FALSE_FAILS = {
-    ("gru_lm_unshifted_labels", True): _OWN,
-    ("attention_lm_no_causal_mask", True): (
-        "'forward' FAILs: the tuple's [0] (the scalar loss) read as the logits"),
-    ("gpt2_trainer_padding_scored", True): _OWN,
-    ("healthy_gpt2_plain_loop", True): _OWN,
-}
+PREFLIGHT_FALSE_FAILS = {}
 # check_batch_independence(causal=True): (module, fixed) judged wrongly today
-_TUPLE = ("raises DiagnosticsError 'output: expected a prediction per example (32 examples), "
-          "got a scalar': the (loss, logits) tuple's [0] taken as the output")
-CAUSAL_MISSED = {
-    ("attention_lm_no_causal_mask", False): _TUPLE,
-    ("attention_lm_no_causal_mask", True): _TUPLE,
-}
+CAUSAL_MISSED = {}
 
 def _module(name):
     return importlib.import_module(f"{__package__}.{name}")

@@ -273,7 +273,9 @@ def _scored_inside(backend, batch, output, key, logits, targets):
     reads it out), the class that loss scores each position against (-1 where none), read
     once from its gradient on the logits: the labels' layout says nothing of how the model
     shifts or masks them (a causal LM scores logits[t] against labels[t + 1]). ``_LABELS``
-    when ``loss_fn`` reads the logits itself; None (no accuracy) when it cannot be read."""
+    when ``loss_fn`` reads the logits itself or the gradient cannot be read (the labels'
+    layout is then the best guess, as for any loss); None (no accuracy) when the gradient
+    names no scored class."""
     axis = T.class_axis_of(logits, targets)
     if axis is None or key is T.NO_LOGITS:
         return _LABELS
@@ -282,10 +284,10 @@ def _scored_inside(backend, batch, output, key, logits, targets):
                                  batch.targets) is not None:
             return _LABELS
         grad, _ = outputs.model_loss_gradient(backend, batch, key)
-    except Exception:  # noqa: BLE001  (the user's loss on a probe: no accuracy, not a failure)
-        return None
-    if grad is None:
-        return None
+    except Exception:  # noqa: BLE001  (the user's loss on a probe: the labels, as before)
+        return _LABELS
+    if grad is None:       # not read (a selector of the caller's, a loss not on the logits)
+        return _LABELS
     for axis in dict.fromkeys((grad.ndim - 1, 1)):   # the loss's gradient tells the class
         moved = np.moveaxis(grad, axis, -1)          # axis: its entries sum to 0 along it
         scored = scored_from(moved.argmin(axis=-1), moved.min(axis=-1), np.abs(grad).max(),

@@ -15,6 +15,9 @@ probe                     signal
                           momentum in another framework's convention
 ``FrozenNormProbe``       batch norms with frozen parameters whose running statistics move
 ``LossInputsProbe``       the values BCE-with-logits, KL-divergence and NLL receive
+``LossTargetsProbe``      a loss's ``target`` computed by the trained network with its graph
+``DetachedTermsProbe``    a term of the loss whose gradient reaches only another network's
+                          parameters, and is cleared there unused
 ``StepContractProbe``     each optimizer step's window: backward passes, clearing, clipping
 ``InputsProbe``           the model input's statistics and the batch size
 ``OutputsProbe``          the logits' width (classes) and prediction entropy
@@ -79,6 +82,7 @@ tests/diagnostics/test_monitor_probes.py adds a toy signal exactly this way.
 from .activations import ActivationsProbe
 from .base import Context, Probe, Signal
 from .clipping import ClippingProbe
+from .detached_terms import DetachedTermsProbe
 from .eval_randomness import EvalRandomnessProbe
 from .frozen_norm import FrozenNormProbe
 from .gradients import GradientsProbe
@@ -87,6 +91,7 @@ from .inputs import InputsProbe
 from .learning_rate import LearningRateProbe
 from .loss import LossProbe
 from .loss_inputs import LossInputsProbe
+from .loss_targets import LossTargetsProbe
 from .mixed_precision import MixedPrecisionProbe
 from .model_calls import ModelCallsProbe
 from .model_structure import ModelStructureProbe
@@ -108,15 +113,16 @@ PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsPr
           ProbabilitiesProbe, MixedPrecisionProbe, ScheduleProbe,
           StepContractProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe,
           UnregisteredProbe, OtherOptimizerProbe, ModelStructureProbe,
-          FrozenNormProbe, LossInputsProbe, ModelCallsProbe,
+          FrozenNormProbe, LossInputsProbe, LossTargetsProbe, DetachedTermsProbe,
+          ModelCallsProbe,
           # last: its step pre-hook may set the gradients aside (the guard), after the
           # others' hooks have read them
           StepGradientsProbe)
 
 __all__ = ["PROBES", "Context", "Probe", "Signal", "ActivationsProbe", "ClippingProbe",
-           "EvalRandomnessProbe", "FrozenNormProbe", "GradientsProbe", "GraphProbe", "InputsProbe",
-           "LearningRateProbe", "LossInputsProbe", "LossProbe", "MixedPrecisionProbe",
-           "ModelCallsProbe", "ModelStructureProbe",
+           "DetachedTermsProbe", "EvalRandomnessProbe", "FrozenNormProbe", "GradientsProbe",
+           "GraphProbe", "InputsProbe", "LearningRateProbe", "LossInputsProbe", "LossProbe",
+           "LossTargetsProbe", "MixedPrecisionProbe", "ModelCallsProbe", "ModelStructureProbe",
            "ModesProbe", "OptimizerEpsProbe", "OtherOptimizerProbe", "OutputsProbe",
            "ProbabilitiesProbe", "ScheduleProbe", "StepContractProbe", "StepGradientsProbe",
            "TrainingModeProbe", "TravelProbe", "UnregisteredProbe", "UpdatesProbe"]

@@ -9,21 +9,17 @@ never positive, and the logits of a model trained with BCE turn negative for its
 While a Monitor with a torch model is open, those three functions of ``torch.nn.functional``
 (which ``nn.BCEWithLogitsLoss``, ``nn.KLDivLoss`` and ``nn.NLLLoss`` call) are wrapped; on a
 sampled iteration the wrapper queues the input's smallest and largest entry on the step's
-one transfer, then calls the original. One patch serves every open Monitor (``SharedPatch``);
+one transfer. The patch is the one every loss-reading probe shares (``probes/loss_calls.py``);
 a loss function imported by name before the Monitor was made is not seen.
 """
-import functools
 from collections import deque
 from dataclasses import dataclass
 
 from .base import Probe, Signal, floating
-from .shared_patch import SharedPatch, restore_attributes
+from .loss_calls import LOSS_CALLS, argument
 
 EXPECTS = {"binary_cross_entropy_with_logits": "logits", "kl_div": "log-probabilities",
            "nll_loss": "log-probabilities"}
-
-_LISTENERS = []
-_INSTALLED = []      # (owner, name, original, wrapper)
 
 
 @dataclass(frozen=True)
@@ -59,11 +55,18 @@ class LossInputsProbe(Probe):
     def begin(self):
         self._pending, self._seen = [], set()
         if self.ctx.backend.name == "torch" and not self._listening:
-            _PATCH.listen(self)
+            LOSS_CALLS.listen(self)
             self._listening = True
 
+    def loss_called(self, function, args, kwargs, result):
+        """A loss function was called (told by the shared patch)."""
+        if function in EXPECTS:
+            tensor = argument(args, kwargs, 0, "input")
+            if tensor is not None and hasattr(tensor, "detach"):
+                self.note(function, tensor)
+
     def note(self, function, tensor):
-        """A watched loss is called (told by the patch, before the original runs)."""
+        """A watched loss got ``tensor`` as its input."""
         try:
             ctx = self.ctx
             if (ctx.sample is None or function in self._seen or not floating(tensor)
@@ -94,38 +97,4 @@ class LossInputsProbe(Probe):
         self._pending = []
         if self._listening:
             self._listening = False
-            _PATCH.unlisten(self)
-
-
-def _install():
-    import torch.nn.functional as F
-
-    try:
-        for name in EXPECTS:
-            original = getattr(F, name, None)
-            if callable(original):
-                wrapper = _wrap(name, original)
-                setattr(F, name, wrapper)
-                _INSTALLED.append((F, name, original, wrapper))
-    except BaseException:
-        _uninstall()
-        raise
-
-
-def _uninstall():
-    restore_attributes(_INSTALLED)
-
-
-def _wrap(function, original):
-    @functools.wraps(original)
-    def loss(*args, **kwargs):
-        if _LISTENERS:
-            tensor = args[0] if args else kwargs.get("input")
-            if tensor is not None and hasattr(tensor, "detach"):
-                for listener in tuple(_LISTENERS):
-                    listener.note(function, tensor)
-        return original(*args, **kwargs)
-    return loss
-
-
-_PATCH = SharedPatch(_LISTENERS, install=_install, uninstall=_uninstall)
+            LOSS_CALLS.unlisten(self)

@@ -187,3 +187,25 @@ def test_odd_losses_and_closures_do_not_crash():
         monitor.step(1.5)                     # a float: no graph
         monitor.step(torch.tensor(2.0))       # a tensor without a graph
     assert CODE not in {f.code for f in monitor.report().findings}
+
+
+def test_a_head_left_out_of_the_optimizer_is_named_first_as_that():
+    """The term of a head the optimizer does not hold trains nothing too; the root cause is the
+    optimizer's, and the report says so first."""
+    torch.manual_seed(0)
+    model = nn.ModuleDict({"a": nn.Linear(4, 2), "b": nn.Linear(4, 2)})
+    optimizer = torch.optim.SGD(model["a"].parameters(), lr=1e-2)
+    with Monitor(model, optimizer, every=3) as monitor:
+        for _ in range(16):
+            x = torch.randn(8, 4)
+            model.zero_grad()
+            loss = F.mse_loss(model["a"](x), torch.ones(8, 2)) + F.mse_loss(model["b"](x),
+                                                                           torch.ones(8, 2))
+            loss.backward()
+            optimizer.step()
+            monitor.step(loss)
+    codes = [f.code for f in monitor.report().findings]
+    assert "PARAMS_NOT_IN_OPTIMIZER" in codes and CODE in codes, codes
+    assert codes.index("PARAMS_NOT_IN_OPTIMIZER") < codes.index(CODE)
+    detached = next(f for f in monitor.report().findings if f.code == CODE)
+    assert detached.follows_from and detached.evidence["reached"].startswith("b.")

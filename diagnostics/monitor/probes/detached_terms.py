@@ -63,8 +63,9 @@ class DetachedTerms(Signal):
 class _Witness:
     """One parameter a term reaches, and the life of the gradient the loss leaves in it."""
 
-    def __init__(self, tensor, key, term, position, terms, count, step):
+    def __init__(self, tensor, key, term, position, terms, count, step, name=None):
         self.ref = weakref.ref(tensor)
+        self.name = name          # its name in the watched model, if it is one of its tensors
         self.key, self.term, self.position, self.terms = key, term, position, terms
         self.count, self.first_step = count, step
         self.last = None          # "grad" or "step": the latest event on it
@@ -86,7 +87,7 @@ class DetachedTermsProbe(Probe):
         self._step_hook = None
         self._held = {}           # id(optimizer) -> (weak ref, parameter count, ids)
         self._listening = False
-        self._verdicts = ctx.thresholds.detached_term_verdicts
+        self._names = {id(p.tensor): p.name for p in ctx.layout.params}
 
     def begin(self):
         self._calls = []
@@ -129,7 +130,8 @@ class DetachedTermsProbe(Probe):
             self._judge(witness, step)
 
     def _watch(self, key, tensor, label, position, terms, count, step):
-        witness = _Witness(tensor, key, label, position, terms, count, step)
+        witness = _Witness(tensor, key, label, position, terms, count, step,
+                           self._names.get(id(tensor)))
         try:
             witness.handle = self.ctx.backend.add_tensor_hook(
                 tensor, lambda grad, w=witness: self._on_gradient(w))
@@ -224,7 +226,7 @@ class DetachedTermsProbe(Probe):
 
 def _record(witness):
     tensor = witness.ref()
-    shape = "a tensor gone since" if tensor is None else (
-        "a tensor of shape " + ("x".join(str(s) for s in tensor.shape) or "scalar"))
+    shape = witness.name or ("a tensor gone since" if tensor is None else (
+        "a tensor of shape " + ("x".join(str(s) for s in tensor.shape) or "scalar")))
     return DetachedTerm(witness.term, witness.position, witness.terms, shape, witness.count,
                         witness.first_step, tuple(witness.cleared), witness.used)

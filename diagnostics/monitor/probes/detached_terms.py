@@ -121,6 +121,7 @@ class DetachedTermsProbe(Probe):
             key = (label, position)
             witness = self._witnesses.get(key)
             if witness is None or witness.ref() is None:
+                self._drop_gone()
                 if len(self._witnesses) >= _WITNESSES:
                     continue
                 witness = self._watch(key, leaves[0], label, position, len(terms),
@@ -145,6 +146,14 @@ class DetachedTermsProbe(Probe):
             return None
         self._witnesses[key] = witness
         return witness
+
+    def _drop_gone(self):
+        """Forget witnesses whose tensor is gone (a network made anew), hooks and all."""
+        for key, witness in list(self._witnesses.items()):
+            if witness.ref() is None:
+                if witness.handle is not None:
+                    witness.handle.remove()
+                del self._witnesses[key]
 
     def _judge(self, witness, step):
         """A sampled step: what became of the gradient this step's backward left."""

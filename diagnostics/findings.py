@@ -46,6 +46,10 @@ CODES = {
     "DROPOUT_IGNORES_EVAL": "dropout still drops in eval mode (F.dropout without training=)",
     "PROBABILITIES_AS_LOGITS": "probabilities fed to a loss that expects logits or "
                                "log-probabilities",
+    "TARGET_CARRIES_GRADIENT": "a loss's target is computed by the trained network with its "
+                               "graph: the loss moves the target too",
+    "TERM_DETACHED": "a term of the loss reaches only another network's parameters, whose "
+                     "gradient is cleared unused: the term trains nothing",
     "AMP_OVERFLOW": "fp16 gradients overflow: the GradScaler keeps skipping steps",
     "RANKS_DIVERGED": "parameters differ across the ranks of a distributed job",
     "GRADIENTS_NOT_SYNCED": "gradients not averaged across ranks (not reduced, or summed)",

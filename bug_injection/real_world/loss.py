@@ -245,19 +245,19 @@ ENTRIES = (
           tool="monitor", codes=(),
           expected="none yet: a check that a quantity used as a constant weight in a loss "
                    "(an advantage, a TD target) carries no gradient",
-          status=missed("the critic's extra gradient is an ordinary gradient on parameters "
-                        "the optimizer holds; nothing tells a baseline meant as a constant "
-                        "from a term meant to be trained")),
+          status=missed("the advantage is a factor of a hand-written product, not a loss "
+                        "function's target; a product of two factors that carry gradient is "
+                        "also the form of objectives meant to train both (an entropy bonus, a "
+                        "heteroscedastic weight): nothing in the graph tells a baseline meant "
+                        "as a constant from a factor meant to be trained")),
     Entry(name="dqn_td_target_not_detached",
           source="datawhalechina/easy-rl#117",
           category="loss",
           root_cause="the TD target of my DQN has no detach(), which is not the semi-gradient "
                      "method: the loss also moves Q(s', a') towards Q(s, a)",
           reproduce=lambda bug, _: _td_target(bug),
-          tool="monitor", codes=(),
-          expected="none yet: a check that a regression target carries no gradient to the "
-                   "parameters that produce the prediction",
-          status=missed("the target's gradient reaches the same Q network's parameters as the "
-                        "prediction's; the loss falls and every check on gradients, updates "
-                        "and activations stays quiet")),
+          tool="monitor", codes=("TARGET_CARRIES_GRADIENT",),
+          expected="TARGET_CARRIES_GRADIENT (Monitor): the TD target's own computation (a second "
+                   "pass of the Q network) reaches the parameters the prediction reaches",
+          location="loss", status=DIAGNOSED),
 )

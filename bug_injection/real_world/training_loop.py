@@ -2,7 +2,7 @@
 of clipping, clearing and stepping, and the two players of a GAN."""
 from .case import (BATCH, Case, batches, blobs, classifier, framework_module, mlp, tensors,
                    torch_module)
-from .entry import BACKENDS, DIAGNOSED, Entry, missed
+from .entry import BACKENDS, DIAGNOSED, Entry
 
 
 def _zero_grad(bug, framework):
@@ -283,10 +283,8 @@ ENTRIES = (
                      "so the adversarial loss sends no gradient to the generator and only the "
                      "L1 term trains it; the discriminator dominates early",
           reproduce=lambda bug, _: _gan_generator_step(bug),
-          tool="monitor", codes=(),
-          expected="none yet: a check that a loss term reaches no parameter of the optimizer "
-                   "that steps after it (the adversarial term's graph holds only D's leaves)",
-          status=missed("the generator still receives the L1 term's gradient, so every "
-                        "parameter of G has a gradient and moves; no check asks which terms of "
-                        "the loss reach it")),
+          tool="monitor", codes=("TERM_DETACHED",),
+          expected="TERM_DETACHED (Monitor): the adversarial term reaches only the "
+                   "discriminator's parameters, whose gradient from it is cleared unused",
+          location="loss", status=DIAGNOSED),
 )

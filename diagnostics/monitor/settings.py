@@ -85,6 +85,9 @@ class Thresholds:
     spike_min_history: int = 10
     spike_factor: float = 100.0
     spike_spread: float = 10.0
+    # TERM_DETACHED: sampled steps at which a term's gradient was seen cleared unused before
+    # it is reported (one is a moment: a loop that skips one network's step once)
+    detached_term_verdicts: int = 2
     # UNREGISTERED_PARAMETERS: sampled steps a tensor outside the model and the optimizer is
     # seen at, unchanged, before it is reported (a tensor edited by hand changes once)
     unregistered_sightings: int = 3

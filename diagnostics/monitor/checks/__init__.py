@@ -6,10 +6,10 @@ findings.
 gradients: the alerts that should not wait); the others run at most every ``FULL_CHECK_STEPS``
 steps and on every ``report()``.
 """
-from . import (activations, clipping, eval_randomness, frozen_norm, gradients, graph, inputs,
-               loss, loss_inputs, mixed_precision, model_calls, model_structure, modes,
-               next_token, optimizer_eps, probabilities, registration, schedule, step_contract,
-               step_gradients, targets, training_mode, updates)
+from . import (activations, clipping, detached_terms, eval_randomness, frozen_norm, gradients,
+               graph, inputs, loss, loss_inputs, mixed_precision, model_calls, model_structure,
+               modes, next_token, optimizer_eps, probabilities, registration, schedule,
+               step_contract, step_gradients, target_gradients, targets, training_mode, updates)
 
 FULL_CHECK_STEPS = 50
 
@@ -25,7 +25,8 @@ CHECKS = (loss.CHECKS + gradients.CHECKS + updates.CHECKS + activations.CHECKS +
           + step_gradients.CHECKS + schedule.CHECKS
           + step_contract.CHECKS + eval_randomness.CHECKS + registration.CHECKS
           + model_structure.CHECKS + frozen_norm.CHECKS
-          + loss_inputs.CHECKS + targets.CHECKS + model_calls.CHECKS + next_token.CHECKS)
+          + loss_inputs.CHECKS + targets.CHECKS + target_gradients.CHECKS
+          + detached_terms.CHECKS + model_calls.CHECKS + next_token.CHECKS)
 
 
 def run_checks(view, *, urgent_only=False, skip=frozenset(), on_error=None):

@@ -4,6 +4,7 @@ what it did with them (``probes/step_gradients.py``, ``guard.py``)."""
 import numpy as np
 
 from ...findings import Finding
+from ..probes.other_optimizer import TrainedElsewhere
 from ..probes.step_gradients import StepGradients
 from .advice import clip_gradients, lower_learning_rate
 
@@ -88,7 +89,9 @@ def gradient_spike(view):
     state = view.signal(StepGradients)
     if state is None:
         return []
-    found = [b for b in state.bad if b.reason == "spike" and b.source != "transient"]
+    spikes = {b.step for b in state.bad if b.reason == "spike"}
+    found = [b for b in state.bad if b.reason == "spike" and b.source != "transient"
+             and not _game_swing(view, b, spikes)]
     if not found:
         return []
     first = found[0]
@@ -104,6 +107,30 @@ def gradient_spike(view):
         {"step": first.step, "batches": list(first.batches), "gradient_norm": first.norm,
          "median_norm": first.median, "largest_parameter": first.parameter,
          "suggested_clip": view.clip_value()})]
+
+
+def _game_swing(view, bad, spikes):
+    """Whether a spike is the other player's move, not an explosion: the loss depends on tensors
+    another optimizer keeps changing (a GAN's discriminator scores what the generator makes), and
+    at the spike's step the loss itself rose above every loss of the steps the spike is judged
+    against (those before the swing began: a run of spikes on consecutive steps is one swing). A
+    discriminator that the generator has just fooled has a large loss, and the gradient of a
+    loss near its floor grows with it (BCE's is ``sigmoid(z) - y``): the gradient followed the
+    loss, which the game moved. A gradient that explodes on its own jumps at a loss that stays
+    in its range, and stays reported; finite losses only."""
+    elsewhere = view.signal(TrainedElsewhere)
+    if elsewhere is None or not elsewhere.names:
+        return False
+    losses = np.asarray(view.losses, dtype=np.float64)
+    if not 0 <= bad.step < losses.size or not np.isfinite(losses[bad.step]):
+        return False
+    start = bad.step
+    while start - 1 in spikes:
+        start -= 1
+    before = losses[max(0, start - view.thresholds.spike_history):start]
+    before = before[np.isfinite(before)]
+    return (before.size >= view.thresholds.spike_min_history
+            and losses[bad.step] > before.max())
 
 
 def steps_skipped(view):

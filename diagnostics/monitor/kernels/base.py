@@ -291,6 +291,86 @@ class Kernels(ABC):
             walk.leaves = list(leaves.values())
         return list(walk.leaves)
 
+    def graph_sides(self, first, second):
+        """How the graphs of two tensors (a loss's prediction and its target) share their
+        computation: a ``GraphSides``, or None when either has no graph or a walk gave up
+        (``GRAPH_NODES_WALKED``). A node both graphs reach is shared; each side's own nodes are
+        the rest, its ``ops`` their ops (value-preserving ones left out), its ``own_leaves``
+        the leaves an edge of one of its own nodes reaches (the parameters a computation of
+        its own uses, not one it shares with the other side) and ``leaves`` all it reaches."""
+        walks = [self.walk_graph(t) if getattr(t, "grad_fn", None) is not None else None
+                 for t in (first, second)]
+        if any(w is None or len(w.nodes) >= self.GRAPH_NODES_WALKED for w in walks):
+            return None
+        ids = [{id(node) for node, _, _ in w.nodes} for w in walks]
+        sides = []
+        for walk, others in ((walks[0], ids[1]), (walks[1], ids[0])):
+            ops, own = {}, {}
+            for node, op, inputs in walk.nodes:
+                if id(node) in others:
+                    continue
+                if op not in self.VALUE_PRESERVING and not self._node_leaves(node):
+                    ops[op] = ops.get(op, 0) + 1
+                for child in inputs:
+                    for leaf in () if child is None else self._node_leaves(child):
+                        own.setdefault(id(leaf), leaf)
+            sides.append(GraphSide(MappingProxyType(ops), tuple(own.values()),
+                                   tuple(self.graph_leaves(None, walk=walk))))
+        return GraphSides(*sides)
+
+    # ops that add or scale the terms of a sum (a constant factor: one input carries a graph)
+    SUMMING = frozenset(("Add", "Sub", "Neg"))
+    SCALING = frozenset(("Mul", "Div"))
+    LOSS_TERMS = 16     # a loss with more terms than this is not split
+
+    def loss_terms(self, loss):
+        """The terms of a loss that is a sum, ``a + w * b - c``: for each, its first node and
+        the leaves that require grad which its graph reaches, in the order of the sum; [] for
+        a loss without a graph, None when it has more than ``LOSS_TERMS`` terms or the walks
+        gave up. A sum is split through additions, subtractions, negations and products or
+        quotients with a constant (one input that carries a graph); a product of two graphs is
+        one term."""
+        stack, seen, roots = [getattr(loss, "grad_fn", None)], set(), []
+        node_inputs = self.backend.node_inputs
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            op = self._node_op(node)
+            inputs = [child for child in node_inputs(node) if child is not None]
+            if op in self.SUMMING or (op in self.SCALING and len(inputs) == 1):
+                stack.extend(reversed(inputs))
+            else:
+                roots.append(node)
+                if len(roots) > self.LOSS_TERMS:
+                    return None
+        budget, terms = self.GRAPH_NODES_WALKED, []
+        for root in roots:
+            leaves, walked = self._leaves_below(root, budget)
+            budget -= walked
+            if budget <= 0:
+                return None
+            terms.append((root, leaves))
+        return terms
+
+    def _leaves_below(self, root, budget):
+        """(The leaves that require grad under ``root``, nodes walked), at most ``budget``."""
+        stack, seen, leaves = [root], set(), {}
+        while stack and len(seen) < budget:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            for leaf in self._node_leaves(node):
+                leaves.setdefault(id(leaf), leaf)
+            stack.extend(self.backend.node_inputs(node))
+        return tuple(leaves.values()), len(seen) + len(stack)
+
+    def node_label(self, node):
+        """A graph node as its framework prints it (``MseLossBackward0``)."""
+        return self._node_label(node)
+
     @abstractmethod
     def _node_leaves(self, node):
         """The leaf tensors that require grad among one graph node's inputs."""
@@ -325,6 +405,25 @@ class Kernels(ABC):
 
 
 _NODE_OPS = {}   # node label -> its op (a graph walk meets the same few labels every step)
+
+
+class GraphSide:
+    """One side of ``Kernels.graph_sides``: its own nodes' ops (op -> count), the leaves its
+    own nodes reach, and every leaf its graph reaches."""
+
+    __slots__ = ("ops", "own_leaves", "leaves")
+
+    def __init__(self, ops, own_leaves, leaves):
+        self.ops, self.own_leaves, self.leaves = ops, own_leaves, leaves
+
+
+class GraphSides:
+    """``Kernels.graph_sides`` of two tensors: ``first`` and ``second``, a ``GraphSide`` each."""
+
+    __slots__ = ("first", "second")
+
+    def __init__(self, first, second):
+        self.first, self.second = first, second
 
 
 class GraphWalk:

@@ -17,6 +17,9 @@ probe                     signal
 ``LossInputsProbe``       the values BCE-with-logits, KL-divergence and NLL receive
 ``TargetsProbe``          the targets cross-entropy and NLL score: per-class counts, ignored
                           positions inside the content, padding runs; the loss's class count
+``TargetGradientsProbe``  a loss's ``target`` computed by the trained network with its graph
+``DetachedTermsProbe``    a term of the loss whose gradient reaches only another network's
+                          parameters, and is cleared there unused
 ``StepContractProbe``     each optimizer step's window: backward passes, clearing, clipping
 ``InputsProbe``           the model input's statistics and the batch size
 ``OutputsProbe``          the logits' width (classes) and prediction entropy
@@ -83,6 +86,7 @@ tests/diagnostics/test_monitor_probes.py adds a toy signal exactly this way.
 from .activations import ActivationsProbe
 from .base import Context, Probe, Signal
 from .clipping import ClippingProbe
+from .detached_terms import DetachedTermsProbe
 from .eval_randomness import EvalRandomnessProbe
 from .frozen_norm import FrozenNormProbe
 from .gradients import GradientsProbe
@@ -103,6 +107,7 @@ from .probabilities import ProbabilitiesProbe
 from .schedule import ScheduleProbe
 from .step_contract import StepContractProbe
 from .step_gradients import StepGradientsProbe
+from .target_gradients import TargetGradientsProbe
 from .targets import TargetsProbe
 from .training_mode import TrainingModeProbe
 from .travel import TravelProbe
@@ -114,15 +119,17 @@ PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsPr
           ProbabilitiesProbe, MixedPrecisionProbe, ScheduleProbe,
           StepContractProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe,
           UnregisteredProbe, OtherOptimizerProbe, ModelStructureProbe,
-          FrozenNormProbe, LossInputsProbe, TargetsProbe, ModelCallsProbe, NextTokenProbe,
+          FrozenNormProbe, LossInputsProbe, TargetsProbe, TargetGradientsProbe,
+          DetachedTermsProbe, ModelCallsProbe, NextTokenProbe,
           # last: its step pre-hook may set the gradients aside (the guard), after the
           # others' hooks have read them
           StepGradientsProbe)
 
 __all__ = ["PROBES", "Context", "Probe", "Signal", "ActivationsProbe", "ClippingProbe",
-           "EvalRandomnessProbe", "FrozenNormProbe", "GradientsProbe", "GraphProbe", "InputsProbe",
-           "LearningRateProbe", "LossInputsProbe", "LossProbe", "MixedPrecisionProbe",
-           "ModelCallsProbe", "ModelStructureProbe", "NextTokenProbe",
+           "DetachedTermsProbe", "EvalRandomnessProbe", "FrozenNormProbe", "GradientsProbe",
+           "GraphProbe", "InputsProbe", "LearningRateProbe", "LossInputsProbe", "LossProbe",
+           "MixedPrecisionProbe", "ModelCallsProbe", "ModelStructureProbe", "NextTokenProbe",
            "ModesProbe", "OptimizerEpsProbe", "OtherOptimizerProbe", "OutputsProbe",
            "ProbabilitiesProbe", "ScheduleProbe", "StepContractProbe", "StepGradientsProbe",
-           "TargetsProbe", "TrainingModeProbe", "TravelProbe", "UnregisteredProbe", "UpdatesProbe"]
+           "TargetGradientsProbe", "TargetsProbe", "TrainingModeProbe", "TravelProbe",
+           "UnregisteredProbe", "UpdatesProbe"]

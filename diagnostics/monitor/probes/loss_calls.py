@@ -1,24 +1,30 @@
-"""One patch of the ``torch.nn.functional`` losses whose inputs and targets the Monitor reads.
+"""One patch of ``torch.nn.functional``'s losses, shared by every probe that reads their calls.
 
-``LossInputsProbe`` reads what reaches a loss that expects logits or log-probabilities;
-``TargetsProbe`` reads the targets of the class losses. Both listen on this one patch, so a
-function is wrapped once however many probes and Monitors read it, and the original is back
-when the last listener goes (two patches of one function, lifted in the other order, would
-leave a wrapper behind). ``nn.CrossEntropyLoss``, ``nn.NLLLoss``, ``nn.BCEWithLogitsLoss`` and
-``nn.KLDivLoss`` call these functions through the module, so they are seen; a function imported
-by name before the Monitor was made is not.
+``nn.MSELoss``, ``nn.BCEWithLogitsLoss``, ``nn.KLDivLoss`` and the rest call these functions
+through the module, so a wrapper laid on the module sees every loss module's call too (a loss
+function imported by name before the Monitor was made is not seen). Two probes wrapping one
+function each would stack wrappers whose lifting order decides which one stays behind; one
+patch over the union of the functions, with a listener per probe, lifts cleanly when the last
+listener goes (``SharedPatch``).
 
-A listener's ``note_loss(function, args, kwargs)`` is told of each call before the original
-runs; it must not raise (each probe keeps its own error for its next ``contribute``).
+A listener has ``loss_called(function, args, kwargs, result)``: called after the original
+returned, with the arguments as the user passed them; it must not raise (the wrapper shields
+the user's call from it anyway).
 """
 import functools
 
 from .shared_patch import SharedPatch, restore_attributes
 
-FUNCTIONS = ("binary_cross_entropy_with_logits", "kl_div", "nll_loss", "cross_entropy")
+FUNCTIONS = ("binary_cross_entropy_with_logits", "binary_cross_entropy", "cross_entropy",
+             "kl_div", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 
 _LISTENERS = []
 _INSTALLED = []      # (owner, name, original, wrapper)
+
+
+def argument(args, kwargs, index, name):
+    """The argument a loss function got at position ``index`` or by keyword ``name``."""
+    return args[index] if len(args) > index else kwargs.get(name)
 
 
 def _install():
@@ -43,11 +49,14 @@ def _uninstall():
 def _wrap(function, original):
     @functools.wraps(original)
     def loss(*args, **kwargs):
-        if _LISTENERS:
-            for listener in tuple(_LISTENERS):
-                listener.note_loss(function, args, kwargs)
-        return original(*args, **kwargs)
+        result = original(*args, **kwargs)
+        for listener in tuple(_LISTENERS):
+            try:
+                listener.loss_called(function, args, kwargs, result)
+            except Exception:     # noqa: BLE001,S112 - never into the user's loss call
+                continue
+        return result
     return loss
 
 
-PATCH = SharedPatch(_LISTENERS, install=_install, uninstall=_uninstall)
+LOSS_CALLS = SharedPatch(_LISTENERS, install=_install, uninstall=_uninstall)

@@ -8,19 +8,19 @@ never positive, and the logits of a model trained with BCE turn negative for its
 
 While a Monitor with a torch model is open, those three functions of ``torch.nn.functional``
 (which ``nn.BCEWithLogitsLoss``, ``nn.KLDivLoss`` and ``nn.NLLLoss`` call) are wrapped; on a
-sampled iteration the probe queues the input's smallest and largest entry on the step's
-one transfer, then the original runs. One patch (``loss_calls.PATCH``) serves every open
-Monitor and the targets probe; a loss function imported by name before the Monitor was made is
-not seen.
+sampled iteration the wrapper queues the input's smallest and largest entry on the step's
+one transfer. The patch is the one every loss-reading probe shares (``probes/loss_calls.py``);
+a loss function imported by name before the Monitor was made is not seen.
 """
 from collections import deque
 from dataclasses import dataclass
 
-from . import loss_calls
 from .base import Probe, Signal, floating
+from .loss_calls import LOSS_CALLS, argument
 
 EXPECTS = {"binary_cross_entropy_with_logits": "logits", "kl_div": "log-probabilities",
            "nll_loss": "log-probabilities"}
+
 
 @dataclass(frozen=True)
 class LossInputRecord:
@@ -55,17 +55,19 @@ class LossInputsProbe(Probe):
     def begin(self):
         self._pending, self._seen = [], set()
         if self.ctx.backend.name == "torch" and not self._listening:
-            loss_calls.PATCH.listen(self)
+            LOSS_CALLS.listen(self)
             self._listening = True
 
-    def note_loss(self, function, args, kwargs):
-        """A watched loss is called (told by the patch, before the original runs)."""
-        if function not in EXPECTS:
-            return
+    def loss_called(self, function, args, kwargs, result):
+        """A loss function was called (told by the shared patch)."""
+        if function in EXPECTS:
+            tensor = argument(args, kwargs, 0, "input")
+            if tensor is not None and hasattr(tensor, "detach"):
+                self.note(function, tensor)
+
+    def note(self, function, tensor):
+        """A watched loss got ``tensor`` as its input."""
         try:
-            tensor = args[0] if args else kwargs.get("input")
-            if tensor is None or not hasattr(tensor, "detach"):
-                return
             ctx = self.ctx
             if (ctx.sample is None or function in self._seen or not floating(tensor)
                     or tensor.numel() == 0):
@@ -95,5 +97,4 @@ class LossInputsProbe(Probe):
         self._pending = []
         if self._listening:
             self._listening = False
-            loss_calls.PATCH.unlisten(self)
-
+            LOSS_CALLS.unlisten(self)

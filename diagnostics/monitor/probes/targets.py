@@ -25,7 +25,7 @@ names the entry that holds the logits: the user's word is kept).
 from collections import deque
 from dataclasses import dataclass
 
-from . import loss_calls
+from .loss_calls import LOSS_CALLS
 from .base import Probe, Signal, dense, floating
 
 FUNCTIONS = ("cross_entropy", "nll_loss")
@@ -115,11 +115,11 @@ class TargetsProbe(Probe):
     def begin(self):
         self._pending, self._calls = [], 0
         if self.ctx.backend.name == "torch" and not self._listening:
-            loss_calls.PATCH.listen(self)
+            LOSS_CALLS.listen(self)
             self._listening = True
 
-    def note_loss(self, function, args, kwargs):
-        """A class loss is called (told by the patch, before the original runs)."""
+    def loss_called(self, function, args, kwargs, result):
+        """A class loss was called (told by the shared patch, after the original returned)."""
         if function not in FUNCTIONS:
             return
         try:
@@ -196,7 +196,7 @@ class TargetsProbe(Probe):
         self._pending = []
         if self._listening:
             self._listening = False
-            loss_calls.PATCH.unlisten(self)
+            LOSS_CALLS.unlisten(self)
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ CODES = {
                                "and never change (layers in a plain Python list)",
     "MODULE_REUSED": "one module object registered several times in one container "
                      "([module] * n): the layers share their weights",
+    "MODULE_BACKWARD_IGNORED": "a module class defines backward(), which autograd never calls",
     "BATCHNORM_MOMENTUM_INVERTED": "a batch-norm momentum above 0.5 (another framework's "
                                    "convention): eval uses about the last batch's statistics",
     "FROZEN_BATCHNORM_DRIFTS": "batch-norm layers with frozen parameters that keep updating "

@@ -13,6 +13,13 @@ which keeps every registration (``named_modules()`` drops repeats).
   ``momentum`` of the running statistics per batch (0.9, 0.99); PyTorch takes ``momentum`` of
   them *from the batch*. Above one half, the running statistics are mostly the last batch's,
   and evaluation uses them.
+- A module class that defines ``backward`` (a straight-through estimator, a gradient reversal,
+  a custom clamp written as on ``torch.autograd.Function``): autograd never calls a module's
+  method, so the gradient is autograd's own derivative of ``forward`` (zero through round or
+  sign, not reversed). Found off the class; on torch the Monitor then asks the user's own
+  ``backward`` at one call and reports only when it disagrees with the gradient autograd
+  passes back (a leftover ``backward`` beside a fix made in ``forward`` is dead code, not a
+  wrong gradient).
 """
 from dataclasses import dataclass
 
@@ -39,6 +46,58 @@ class InvertedMomentum:
     name: str
     type_name: str
     momentum: float
+
+
+@dataclass(frozen=True)
+class IgnoredBackward:
+    """A module whose class defines a ``backward`` that autograd never calls."""
+
+    name: str                      # the module's name ("" for the root)
+    type_name: str
+    defined_in: str                # the class (of its bases) that defines ``backward``
+    difference: float | None = None   # its backward vs autograd's gradient at a call, if read
+
+
+def backward_disagreement(module, inputs, output):
+    """How far ``module.backward(g)`` is from the gradient autograd actually passes back
+    through ``module`` for a probe ``g``, at one of its calls (torch): the relative
+    difference, or None when they agree (a leftover ``backward`` beside a fix written in
+    ``forward``, such as ``x + (f(x) - x).detach()``: dead code, but not a wrong gradient).
+    Raises ``LookupError`` when this call cannot tell (no input with a graph, a ``backward``
+    that does not take a gradient and return one of the input's shape)."""
+    import torch
+
+    source = next((x for x in inputs if torch.is_tensor(x) and x.requires_grad
+                   and x.is_floating_point()), None)
+    result = next((y for y in (output if isinstance(output, (tuple, list)) else (output,))
+                   if torch.is_tensor(y) and y.is_floating_point()), None)
+    if source is None or result is None or result.shape != source.shape:
+        raise LookupError("no input and output of one shape with a graph")
+    probe = torch.randn(result.shape, generator=torch.Generator().manual_seed(0),
+                        dtype=result.dtype).to(result.device)
+    actual = (torch.autograd.grad(result, source, probe, retain_graph=True, allow_unused=True)[0]
+              if result.requires_grad else None)
+    actual = torch.zeros_like(source) if actual is None else actual
+    with torch.no_grad():
+        declared = module.backward(probe.clone())
+    declared = declared[0] if isinstance(declared, (tuple, list)) and declared else declared
+    if not torch.is_tensor(declared) or declared.shape != source.shape:
+        raise LookupError("its backward does not return a gradient of the input's shape")
+    scale = float(declared.detach().double().norm()) + float(actual.double().norm())
+    difference = float((declared.detach().double() - actual.double()).norm())
+    return None if difference <= 1e-5 * max(scale, 1e-30) else difference / scale
+
+
+def ignored_backwards(model) -> list[IgnoredBackward]:
+    """Modules whose class (or a base below the framework's Module) defines ``backward``; one
+    per class, at its first module, since one fix serves every instance."""
+    found, classes = [], set()
+    for name, module in _walk(model):
+        owner = _backward_owner(type(module))
+        if owner is not None and type(module) not in classes:
+            classes.add(type(module))
+            found.append(IgnoredBackward(name, type(module).__name__, owner.__name__))
+    return found
 
 
 def reused_modules(model) -> list[ReusedModule]:
@@ -72,9 +131,27 @@ def inverted_momenta(model) -> list[InvertedMomentum]:
 
 
 def structure_findings(model) -> list[Finding]:
-    """MODULE_REUSED and BATCHNORM_MOMENTUM_INVERTED for ``model``."""
+    """MODULE_REUSED and BATCHNORM_MOMENTUM_INVERTED for ``model``, read off the tree alone
+    (MODULE_BACKWARD_IGNORED needs a call of the module: the Monitor's probe)."""
     return ([reused_finding(r) for r in reused_modules(model)]
             + momentum_findings(inverted_momenta(model)))
+
+
+def ignored_backward_finding(ignored: IgnoredBackward) -> Finding:
+    where = ignored.name or ignored.type_name
+    inherited = (f" (inherited from {ignored.defined_in})"
+                 if ignored.defined_in != ignored.type_name else "")
+    return Finding(
+        "MODULE_BACKWARD_IGNORED", "warning", where,
+        f"{ignored.type_name} defines backward(){inherited}, but autograd never calls a "
+        f"module's backward: the gradient through {where} is autograd's derivative of its "
+        f"forward (zero through round, sign or a threshold; a gradient reversal does not "
+        f"reverse), and the custom gradient is silently unused{_measured(ignored)}",
+        "write the custom gradient as a torch.autograd.Function (minigrad.Function) with "
+        "static forward(ctx, ...) and backward(ctx, grad), and call Fn.apply(x) in the "
+        "module's forward; for a "
+        "straight-through estimator, x + (f(x) - x).detach() does the same",
+        {"module": ignored.name, "type": ignored.type_name, "defined_in": ignored.defined_in})
 
 
 def reused_finding(reused: ReusedModule) -> Finding:
@@ -112,6 +189,35 @@ def momentum_findings(layers) -> list[Finding]:
         f"{first.momentum:g} (or the default 0.1)",
         {"layers": [{"name": layer.name, "type": layer.type_name, "momentum": layer.momentum}
                     for layer in layers], "threshold": INVERTED_MOMENTUM})]
+
+
+HOOK_FRAMEWORKS = ("lightning", "pytorch_lightning")   # a Module whose backward() they call
+
+
+def _measured(ignored):
+    if ignored.difference is None:
+        return ""
+    return (f" (at a call, its backward and the gradient autograd passed back differ by "
+            f"{ignored.difference:.0%} of their size)")
+
+
+def _backward_owner(cls):
+    """The class in ``cls``'s bases (below the framework's own Module classes) whose body
+    defines ``backward``, or None; None too for a trainer framework's module (Lightning calls
+    ``LightningModule.backward(loss)`` itself, and an override of it is a hook)."""
+    if any((base.__module__ or "").startswith(HOOK_FRAMEWORKS) for base in cls.__mro__):
+        return None
+    for base in cls.__mro__:
+        if _framework_class(base):
+            return None
+        if callable(vars(base).get("backward")):
+            return base
+    return None
+
+
+def _framework_class(cls):
+    module = cls.__module__ or ""
+    return module.startswith(("torch.", "minigrad.")) or cls is object
 
 
 def _walk(model):

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from diagnostics import preflight
-from diagnostics.model_structure import (INVERTED_MOMENTUM, inverted_momenta, reused_modules,
+from diagnostics.model_structure import (INVERTED_MOMENTUM, ignored_backward_finding,
+                                         ignored_backwards, inverted_momenta, reused_modules,
                                          structure_findings)
 from tests.diagnostics.monitor_nets import (FEATURES, frameworks, mlp, one_torch_thread,  # noqa: F401
                                             train)
@@ -119,3 +120,123 @@ def test_preflight_fails_its_model_structure_item(fw):
     healthy = preflight(mlp(fw, [FEATURES, 16, 4]), fw.F.cross_entropy, fw.inputs(x),
                         fw.labels(y))
     assert next(i for i in healthy.items if i.name == "model structure").status == "PASS"
+
+
+def _with_own_backward(fw):
+    """A straight-through rounding module written the Function way, on a Module."""
+    nn = fw.nn
+
+    class RoundSTE(nn.Module):
+        def forward(self, x):
+            return x * 2.0
+
+        def backward(self, grad_output):        # autograd never calls it
+            return grad_output
+
+    return nn.Sequential(nn.Linear(FEATURES, 16), RoundSTE(), nn.ReLU(), RoundSTE(),
+                         nn.Linear(16, 4))
+
+
+def test_a_module_defining_backward_is_found_once_per_class(fw):
+    found = ignored_backwards(_with_own_backward(fw))
+    assert [(i.name, i.type_name) for i in found] == [("1", "RoundSTE")]
+    assert structure_findings(_with_own_backward(fw)) == []   # the tree alone does not judge it
+
+
+def test_the_monitor_names_a_backward_that_disagrees_with_autograd(fw):
+    report = train(fw, _with_own_backward(fw), steps=3)
+    (finding,) = [f for f in report.findings if f.code == "MODULE_BACKWARD_IGNORED"]
+    assert finding.location == "1" and finding.severity == "warning"
+    assert "RoundSTE defines backward(), but autograd never calls" in finding.message
+    assert "torch.autograd.Function" in finding.suggestion
+    if fw.name == "torch":    # its backward says 1, autograd passes back 2
+        assert "differ by 33% of their size" in finding.message
+
+
+def test_a_leftover_backward_beside_a_straight_through_forward_is_quiet():
+    import torch
+    from torch import nn
+
+    class Rounding(nn.Module):
+        def forward(self, x):
+            return x + (torch.round(x) - x).detach()   # the fix, made in forward
+
+        def backward(self, grad_output):               # dead, but the same gradient
+            return grad_output
+
+    class Sign(nn.Module):
+        def forward(self, x):
+            return torch.sign(x)                        # autograd: zero
+
+        def backward(self, grad_output):
+            return grad_output.clamp(-1, 1)
+
+    healthy = nn.Sequential(nn.Linear(FEATURES, 16), Rounding(), nn.Linear(16, 4))
+    broken = nn.Sequential(nn.Linear(FEATURES, 16), Sign(), nn.Linear(16, 4))
+    from tests.diagnostics.monitor_nets import frameworks as _frameworks
+    fw = next(f for f in _frameworks() if f.name == "torch")
+    assert "MODULE_BACKWARD_IGNORED" not in {f.code for f in train(fw, healthy, steps=3).findings}
+    codes = {f.code: f for f in train(fw, broken, steps=3).findings}
+    assert "differ by 100% of their size" in codes["MODULE_BACKWARD_IGNORED"].message
+
+
+def test_an_inherited_backward_names_the_class_that_defines_it():
+    from torch import nn
+
+    class Reversal(nn.Module):
+        def forward(self, x):
+            return x
+
+        def backward(self, grad):
+            return -grad
+
+    class ScaledReversal(Reversal):
+        pass
+
+    (found,) = ignored_backwards(nn.Sequential(nn.Linear(3, 3), ScaledReversal()))
+    assert (found.type_name, found.defined_in) == ("ScaledReversal", "Reversal")
+    assert "ScaledReversal defines backward() (inherited from Reversal)" in (
+        ignored_backward_finding(found).message)
+
+
+def test_a_function_wrapped_in_a_module_and_lightning_hooks_are_quiet():
+    import torch
+    from torch import nn
+
+    class Ste(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.round()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    class Rounding(nn.Module):
+        def forward(self, x):
+            return Ste.apply(x)
+
+        def backward_features(self, x):           # a name that merely starts with backward
+            return x
+
+    assert ignored_backwards(nn.Sequential(nn.Linear(3, 3), Rounding())) == []
+    pl = pytest.importorskip("lightning.pytorch")
+
+    class Lit(pl.LightningModule):                # Lightning calls this hook itself
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Linear(3, 3)
+
+        def backward(self, loss, *args, **kwargs):
+            loss.backward()
+
+    assert ignored_backwards(Lit()) == []
+
+
+def test_preflight_names_a_module_backward_through_its_training_steps():
+    x = np.random.default_rng(0).normal(size=(16, FEATURES)).astype(np.float32)
+    from tests.diagnostics.monitor_nets import frameworks as _frameworks
+    fw = next(f for f in _frameworks() if f.name == "torch")
+    report = preflight(_with_own_backward(fw), fw.F.cross_entropy, fw.inputs(x),
+                       fw.labels(np.arange(16) % 4))
+    assert "MODULE_BACKWARD_IGNORED" in {f.code for f in report.findings}

@@ -1,5 +1,6 @@
-"""MODULE_REUSED and BATCHNORM_MOMENTUM_INVERTED, from the module tree the probe read."""
-from ...model_structure import momentum_findings, reused_finding
+"""MODULE_REUSED, BATCHNORM_MOMENTUM_INVERTED and MODULE_BACKWARD_IGNORED, from the module
+tree the probe read."""
+from ...model_structure import ignored_backward_finding, momentum_findings, reused_finding
 from ..probes.model_structure import ModelStructure
 
 
@@ -13,4 +14,10 @@ def batchnorm_momentum_inverted(view):
     return [] if structure is None else momentum_findings(structure.inverted_momenta)
 
 
-CHECKS = (module_reused, batchnorm_momentum_inverted)
+def module_backward_ignored(view):
+    structure = view.signal(ModelStructure)
+    return [] if structure is None else [ignored_backward_finding(i)
+                                         for i in structure.ignored_backwards]
+
+
+CHECKS = (module_reused, batchnorm_momentum_inverted, module_backward_ignored)

@@ -17,9 +17,9 @@ which keeps every registration (``named_modules()`` drops repeats).
   a custom clamp written as on ``torch.autograd.Function``): autograd never calls a module's
   method, so the gradient is autograd's own derivative of ``forward`` (zero through round or
   sign, not reversed). Found off the class; on torch the Monitor then asks the user's own
-  ``backward`` at one call and reports only when it disagrees with the gradient autograd
-  passes back (a leftover ``backward`` beside a fix made in ``forward`` is dead code, not a
-  wrong gradient).
+  ``backward`` at one call and reports only when the gradient autograd passes back is missing
+  or points the other way (a leftover ``backward`` beside a straight-through fix made in
+  ``forward`` is dead code, not a missing gradient).
 """
 from dataclasses import dataclass
 
@@ -27,6 +27,7 @@ from .findings import Finding
 from .monitor.kinds import BATCHNORM, module_kind
 
 INVERTED_MOMENTUM = 0.5   # above it, most of each running statistic is the latest batch's
+NO_GRADIENT = 1e-6        # autograd's gradient below this share of the declared one: none
 
 
 @dataclass(frozen=True)
@@ -55,14 +56,16 @@ class IgnoredBackward:
     name: str                      # the module's name ("" for the root)
     type_name: str
     defined_in: str                # the class (of its bases) that defines ``backward``
-    difference: float | None = None   # its backward vs autograd's gradient at a call, if read
+    disagreement: str | None = None   # "none" or "reversed" at a call, when read
 
 
 def backward_disagreement(module, inputs, output):
-    """How far ``module.backward(g)`` is from the gradient autograd actually passes back
-    through ``module`` for a probe ``g``, at one of its calls (torch): the relative
-    difference, or None when they agree (a leftover ``backward`` beside a fix written in
-    ``forward``, such as ``x + (f(x) - x).detach()``: dead code, but not a wrong gradient).
+    """What the gradient autograd passes back through ``module`` does that ``module.backward(g)``
+    says it should not, for a seeded probe ``g`` at one call (torch): ``"none"`` when autograd
+    passes back no gradient where the module's backward gives one (round, sign, a codebook
+    lookup), ``"reversed"`` when the two point against each other (a gradient reversal), or
+    None when autograd's gradient already goes the declared way (a leftover ``backward``
+    beside a straight-through fix made in ``forward``: dead code, not a missing gradient).
     Raises ``LookupError`` when this call cannot tell (no input with a graph, a ``backward``
     that does not take a gradient and return one of the input's shape)."""
     import torch
@@ -77,15 +80,19 @@ def backward_disagreement(module, inputs, output):
                         dtype=result.dtype).to(result.device)
     actual = (torch.autograd.grad(result, source, probe, retain_graph=True, allow_unused=True)[0]
               if result.requires_grad else None)
-    actual = torch.zeros_like(source) if actual is None else actual
     with torch.no_grad():
         declared = module.backward(probe.clone())
     declared = declared[0] if isinstance(declared, (tuple, list)) and declared else declared
     if not torch.is_tensor(declared) or declared.shape != source.shape:
         raise LookupError("its backward does not return a gradient of the input's shape")
-    scale = float(declared.detach().double().norm()) + float(actual.double().norm())
-    difference = float((declared.detach().double() - actual.double()).norm())
-    return None if difference <= 1e-5 * max(scale, 1e-30) else difference / scale
+    declared = declared.detach().double().reshape(-1)
+    size = float(declared.norm())
+    if size == 0:
+        return None                        # the module means to stop the gradient
+    actual = torch.zeros_like(declared) if actual is None else actual.double().reshape(-1)
+    if float(actual.norm()) <= NO_GRADIENT * size:
+        return "none"
+    return "reversed" if float(torch.dot(actual, declared)) < 0 else None
 
 
 def ignored_backwards(model) -> list[IgnoredBackward]:
@@ -195,10 +202,13 @@ HOOK_FRAMEWORKS = ("lightning", "pytorch_lightning")   # a Module whose backward
 
 
 def _measured(ignored):
-    if ignored.difference is None:
-        return ""
-    return (f" (at a call, its backward and the gradient autograd passed back differ by "
-            f"{ignored.difference:.0%} of their size)")
+    if ignored.disagreement == "none":
+        return (" (at a call, autograd passed no gradient back through it, where its "
+                "backward gives one)")
+    if ignored.disagreement == "reversed":
+        return (" (at a call, the gradient autograd passed back points against the one its "
+                "backward gives)")
+    return ""
 
 
 def _backward_owner(cls):

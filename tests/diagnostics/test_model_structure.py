@@ -128,7 +128,7 @@ def _with_own_backward(fw):
 
     class RoundSTE(nn.Module):
         def forward(self, x):
-            return x * 2.0
+            return x * 0.0                      # rounding's derivative: zero
 
         def backward(self, grad_output):        # autograd never calls it
             return grad_output
@@ -146,14 +146,16 @@ def test_a_module_defining_backward_is_found_once_per_class(fw):
 def test_the_monitor_names_a_backward_that_disagrees_with_autograd(fw):
     report = train(fw, _with_own_backward(fw), steps=3)
     (finding,) = [f for f in report.findings if f.code == "MODULE_BACKWARD_IGNORED"]
-    assert finding.location == "1" and finding.severity == "warning"
+    # a warning, raised to the error of the dead units it causes
+    assert finding.location == "1" and finding.is_alarm
+    assert report.findings[0] is finding
     assert "RoundSTE defines backward(), but autograd never calls" in finding.message
     assert "torch.autograd.Function" in finding.suggestion
-    if fw.name == "torch":    # its backward says 1, autograd passes back 2
-        assert "differ by 33% of their size" in finding.message
+    if fw.name == "torch":    # its backward passes the gradient on, autograd passes none
+        assert "autograd passed no gradient back through it" in finding.message
 
 
-def test_a_leftover_backward_beside_a_straight_through_forward_is_quiet():
+def test_a_leftover_backward_beside_a_straight_through_forward_is_quiet_a_reversal_is_not():
     import torch
     from torch import nn
 
@@ -164,20 +166,29 @@ def test_a_leftover_backward_beside_a_straight_through_forward_is_quiet():
         def backward(self, grad_output):               # dead, but the same gradient
             return grad_output
 
-    class Sign(nn.Module):
+    class HardTanhSte(nn.Module):
         def forward(self, x):
-            return torch.sign(x)                        # autograd: zero
+            soft = x.clamp(-1, 1)                       # the fix: a masked straight-through
+            return soft + (torch.sign(x) - soft).detach()
 
-        def backward(self, grad_output):
+        def backward(self, grad_output):                # dead, and not quite the same
             return grad_output.clamp(-1, 1)
 
-    healthy = nn.Sequential(nn.Linear(FEATURES, 16), Rounding(), nn.Linear(16, 4))
-    broken = nn.Sequential(nn.Linear(FEATURES, 16), Sign(), nn.Linear(16, 4))
+    class Reversal(nn.Module):
+        def forward(self, x):
+            return x * 1.0                              # autograd: +g
+
+        def backward(self, grad_output):
+            return -grad_output
+
+    healthy = nn.Sequential(nn.Linear(FEATURES, 16), Rounding(), HardTanhSte(),
+                            nn.Linear(16, 4))
+    broken = nn.Sequential(nn.Linear(FEATURES, 16), Reversal(), nn.Linear(16, 4))
     from tests.diagnostics.monitor_nets import frameworks as _frameworks
     fw = next(f for f in _frameworks() if f.name == "torch")
     assert "MODULE_BACKWARD_IGNORED" not in {f.code for f in train(fw, healthy, steps=3).findings}
     codes = {f.code: f for f in train(fw, broken, steps=3).findings}
-    assert "differ by 100% of their size" in codes["MODULE_BACKWARD_IGNORED"].message
+    assert "points against the one its backward gives" in codes["MODULE_BACKWARD_IGNORED"].message
 
 
 def test_an_inherited_backward_names_the_class_that_defines_it():

@@ -2,9 +2,10 @@
 model's first call (a momentum set after the Monitor was made is seen): no device work.
 
 A module class defining ``backward`` is found off the tree too; on torch the probe then hooks
-those modules until one call tells whether their ``backward`` disagrees with the gradient
-autograd passes back (``backward_disagreement``), and drops them when it agrees or when no
-call can tell (a module on the model's input: the gradient it would return goes nowhere).
+those modules until one call tells whether the gradient autograd passes back through them is
+missing or reversed against their ``backward`` (``backward_disagreement``), and drops them when
+it goes the declared way or when no call can tell (a module on the model's input: the gradient
+it would return goes nowhere).
 """
 from dataclasses import dataclass, replace
 
@@ -59,15 +60,14 @@ class ModelStructureProbe(Probe):
                 return
             found, tries, handle = entry
             try:
-                difference = backward_disagreement(module, inputs, output)
+                disagreement = backward_disagreement(module, inputs, output)
             except Exception:   # noqa: BLE001 - LookupError, or the user's backward raised
                 if tries > 1:
                     entry[1] = tries - 1
                     return
-                difference = None                 # no call can tell: not judged
-            else:
-                if difference is not None:
-                    self._confirmed.append(replace(found, difference=difference))
+                disagreement = None               # no call can tell: not judged
+            if disagreement is not None:
+                self._confirmed.append(replace(found, disagreement=disagreement))
             del self._pending[name]
             handle.remove()
         return hook

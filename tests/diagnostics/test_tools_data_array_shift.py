@@ -75,3 +75,20 @@ def test_small_natural_shifts_are_quiet(move, widen):
     train = rng.standard_normal((3000, 8))
     test = rng.standard_normal((1000, 8)) * widen + move
     assert not _shifts(validate_data(train, test_x=test))
+
+
+def test_a_rarely_non_zero_feature_without_spread_in_a_small_test_split_is_quiet():
+    """Sparse pixels, rare flags: a random test split may hold none of the few non-zero rows;
+    no spread there is sampling chance, not a transform."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((700, 4))
+    x[:, 3] = 0.0
+    x[rng.choice(700, 6, replace=False)[:6], 3] = 16.0      # 6 of 700 rows
+    order = np.argsort(x[:, 3] > 0, kind="stable")           # the test split holds none
+    x = x[order[::-1]]
+    assert (x[525:, 3] == 0).all() and (x[:525, 3] > 0).sum() == 6
+    assert not _shifts(validate_data(x[:525], test_x=x[525:]))
+    x[525:, 3] = 0.0
+    x[:525, 3] = rng.standard_normal(525)                    # the train split varies widely
+    (finding,) = _shifts(validate_data(x[:525], test_x=x[525:]))
+    assert "feature 3" in finding.message

@@ -27,6 +27,7 @@ Z_LIMIT = 6.0           # differences this many noise SDs away count
 LOCATION_LIMIT = 0.5    # a location moved by this many spreads
 SCALE_LIMIT = 1.5       # a spread this many times larger or smaller
 EXAMPLES = 5
+ZERO_SPREAD_LOG_CHANCE = np.log(1e-9)   # about as rare as Z_LIMIT noise SDs
 CHANNELS = 16           # a 2-D example with a side this short is (channels, time) or (time,
                         # features); otherwise an image of one channel
 
@@ -102,7 +103,8 @@ def shift_findings(train_x, test_x, *, seed=0, transformed=True):
     positive = (spread_a > 0) & (spread_b > 0)
     by_location = usable & (z_loc > Z_LIMIT) & (moved > LOCATION_LIMIT * unit)
     by_scale = usable & positive & (z_scale > Z_LIMIT) & (ratio > SCALE_LIMIT)
-    one_sided_zero = usable & ((spread_a == 0) != (spread_b == 0))
+    one_sided_zero = usable & ((spread_a == 0) != (spread_b == 0)) & _zero_spread_unlikely(
+        train_loc, test_loc, spread_a == 0)
     off = np.flatnonzero(by_location | by_scale | one_sided_zero)
     if not len(off):
         return []
@@ -124,6 +126,22 @@ def shift_findings(train_x, test_x, *, seed=0, transformed=True):
          "train_spread": spread_a[worst[:EXAMPLES]], "test_spread": spread_b[worst[:EXAMPLES]],
          "spread_ratio": np.where(np.isfinite(ratio), ratio, 0.0)[worst[:EXAMPLES]],
          "location_moved_in_spreads": (moved / unit)[worst[:EXAMPLES]]})]
+
+
+def _zero_spread_unlikely(train_loc, test_loc, train_flat):
+    """Per channel: a split with no spread is far outside the sampling noise, judged by the
+    chance that that many examples drawn from the other split all sit at its one value (a
+    rarely non-zero feature has no spread in a small random split, by chance alone)."""
+    unlikely = np.zeros(train_loc.shape[1], bool)
+    for c in range(train_loc.shape[1]):
+        flat, other = (train_loc, test_loc) if train_flat[c] else (test_loc, train_loc)
+        value = np.median(flat[:, c])
+        others = other[:, c]
+        off = float(np.mean(others != value))
+        with np.errstate(divide="ignore"):
+            log_chance = len(flat) * np.log1p(-off) if off < 1 else -np.inf
+        unlikely[c] = log_chance < ZERO_SPREAD_LOG_CHANCE
+    return unlikely
 
 
 def _half_noise(locations, spreads, seed):

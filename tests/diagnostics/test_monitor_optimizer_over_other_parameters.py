@@ -63,3 +63,27 @@ def test_a_missing_zero_grad_on_a_frozen_backbone_is_still_stale_gradients():
 
 def test_the_optimizer_built_after_the_head_is_quiet():
     assert _alarms(_fine_tune(optimizer_first=False)) == []
+
+
+def test_a_head_replaced_after_a_whole_model_optimizer_is_params_not_in_optimizer():
+    """The optimizer still holds the backbone: the new head is PARAMS_NOT_IN_OPTIMIZER (whose
+    message says zero_grad does not clear it), and no STALE_GRADIENTS blames zero_grad."""
+    torch.manual_seed(0)
+    x = torch.randn(256, 8)
+    y = (x[:, 0] > 0).long() + (x[:, 1] > 0).long()
+    model = Net(5)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    model.head = nn.Linear(32, 3)
+    with Monitor(model, opt, every=10) as monitor:
+        for step in range(120):
+            rows = slice(32 * (step % 8), 32 * (step % 8 + 1))
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x[rows]), y[rows])
+            loss.backward()
+            opt.step()
+            monitor.step(loss)
+        report = monitor.report()
+    codes = [f.code for f in report.findings]
+    assert "STALE_GRADIENTS" not in codes
+    assert _alarms(report)[0].code == "PARAMS_NOT_IN_OPTIMIZER"
+    assert "zero_grad() does not clear" in _alarms(report)[0].message

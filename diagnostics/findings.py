@@ -92,6 +92,9 @@ CODES = {
                        "swapped)",
     "TRANSFORM_ONE_SIDED": "a random flip, crop or shift applied to the input but not to "
                            "its aligned target (mask, per-step labels)",
+    "OPTIMIZER_NOT_WATCHED": "gradhunt watch: an optimizer stepped whose parameters belong to "
+                             "no module the script calls (built before a layer was replaced, "
+                             "or over a copy): not watched",
     "STEPS_SKIPPED": "the step guard kept bad optimizer steps (NaN/inf or spiking gradients) "
                      "from being applied, or retried transient faults",
 }

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import require
+from ..findings import Finding
 from ..monitor import JSONLSink, Monitor
 from ..monitor.guard import GUARD_MODES
 from ..monitor.settings import DEFAULT_EVERY
@@ -71,6 +72,7 @@ class TrainingWatch:
         self.jsonl = None if jsonl is None else Path(jsonl)
         self.watched = []          # [(label, Monitor)] in the order they were attached
         self.problems = []         # what could not be watched, in words
+        self.unwatched = []        # OPTIMIZER_NOT_WATCHED findings: optimizers not watched
         self._roots = {}           # id(module) -> weakref of a top-level module
         self._depth = 0
         self._by_optimizer = {}    # id(optimizer) -> _Stepping
@@ -245,6 +247,9 @@ class TrainingWatch:
         if not owners:   # its model's forward() called directly: found in the calling code
             found = module_holding(held, libraries=_LIBRARIES) if held else None
             owners = [] if found is None else [found]
+        if not owners and any(_has_parameters(m) for m in roots):
+            self._unwatched(optimizer, roots)
+            return []
         if not owners:
             self.problems.append(f"{name}: no module called before its first step holds its "
                                  f"parameters, so nothing is watched for it")
@@ -268,6 +273,32 @@ class TrainingWatch:
             self.watched.append((label, monitor))
             monitors.append(monitor)
         return monitors
+
+    def _unwatched(self, optimizer, roots):
+        """OPTIMIZER_NOT_WATCHED: an optimizer steps parameters that belong to none of the
+        modules the script calls (built before a layer was replaced, or over a copy): its
+        steps change nothing those modules compute, and no Monitor watches it."""
+        name = type(optimizer).__name__
+        called = _name_in_user_code(optimizer)
+        label = f"{called} ({name})" if called else name
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        shapes = ", ".join(str(tuple(p.shape)) for p in params[:4]) + (
+            ", ..." if len(params) > 4 else "")
+        models = ", ".join(dict.fromkeys(_name_in_user_code(m) or type(m).__name__
+                                         for m in roots if _has_parameters(m)))
+        finding = Finding(
+            "OPTIMIZER_NOT_WATCHED", "warning", label,
+            f"{label} stepped, but its {len(params)} parameter tensors ({shapes}) belong to "
+            f"no module the script calls ({models}), so it was not watched; its steps change "
+            f"nothing those modules compute: it was built over other parameters (before a "
+            f"layer was replaced, or over a copy of the model)",
+            "build the optimizer after the model's last change, from the parameters that "
+            "should learn (e.g. after replacing the head: Optimizer([p for p in "
+            "model.parameters() if p.requires_grad], ...))",
+            {"optimizer": label, "parameters": len(params), "models": models})
+        self.unwatched.append(finding)
+        if self.on_finding is not None:
+            self.on_finding(label, finding)
 
     def _label(self, model, stepped_by):
         called = _name_in_user_code(model)
@@ -404,6 +435,13 @@ def _holds(refs, obj):
     """Whether ``refs`` (id -> weakref) holds ``obj`` itself, not a dead object of the same id."""
     ref = refs.get(id(obj))
     return ref is not None and ref() is obj
+
+
+def _has_parameters(module):
+    try:
+        return next(iter(module.parameters()), None) is not None
+    except Exception:   # a module that cannot list them holds none we can name
+        return False
 
 
 def _is_scalar_tensor(value):

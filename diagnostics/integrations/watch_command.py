@@ -67,6 +67,7 @@ def run_watch(args):
         worst = SEVERITIES.index(args.fail_on)
         found = [f for _, report in watch.reports() for f in report.findings]
         found += [f for _, _, findings in watch.worker_reports() for f in findings]
+        found += watch.unwatched
         if any(SEVERITIES.index(f.severity) >= worst for f in found):
             code = 1
     return code
@@ -126,5 +127,10 @@ def _print_reports(watch):
               file=sys.stderr)
     for label, text, _ in workers:
         print(f"\n== gradhunt watch: {label} ==\n{text}", file=sys.stderr)
+    if watch.unwatched:
+        print("\n== gradhunt watch: optimizers that stepped and were not watched ==",
+              file=sys.stderr)
+        for finding in watch.unwatched:
+            print(finding, file=sys.stderr)
     for problem in watch.problems:
         print(f"gradhunt watch: {problem}", file=sys.stderr)

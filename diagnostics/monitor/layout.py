@@ -58,6 +58,10 @@ class Layout:
                                  bool(param.requires_grad),
                                  None if held is None else id(param) in held, param)
                        for name, param in backend.named_parameters()]
+        # the optimizer steps parameters that are not the model's (built over another model,
+        # a copy, or before a layer was replaced): its zero_grad() clears none of the others
+        self.optimizer_holds_others = held is not None and bool(
+            held - {id(p.tensor) for p in self.params})
         self.mode_modules = [(name, module) for name, module in modules
                              if changes_with_mode(module)]
         modules_by_name = dict(modules)

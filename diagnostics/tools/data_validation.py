@@ -4,7 +4,9 @@ NaN/Inf values (DATA_NONFINITE), test rows that also appear in the training set 
 by hashing whole rows, then confirming each hit byte for byte), classes outnumbering others
 more than 10:1 (LABEL_IMBALANCE), features far from zero mean and unit variance, and constant
 features (UNNORMALIZED_INPUT), and, given ``num_classes`` (the model's output width), class
-labels the output lacks or output units no label uses (LABEL_RANGE). Each finding carries
+labels the output lacks or output units no label uses (LABEL_RANGE), and train and test
+inputs whose per-feature (per-channel) distributions differ far beyond sampling noise
+(TRANSFORM_SHIFT, the pipeline's rule: a test split never standardised). Each finding carries
 counts and example indices.
 
 Given a pipeline instead of arrays (a torch Dataset or a DataLoader, for training and with
@@ -25,6 +27,7 @@ from ..findings import Finding
 from ..jsonable import to_jsonable
 from .label_checks import check_label_range
 from .pipeline import DEFAULT_BUDGET, is_pipeline, pipeline_findings, read_pipeline
+from .pipeline.shift import shift_findings
 
 IMBALANCE_RATIO = 10.0
 MEAN_LIMIT = 3.0          # a feature's |mean| above this is "far from zero"
@@ -204,6 +207,9 @@ def _validate_arrays(train_x, train_y, test_x, test_y, num_classes, counts, read
         if num_classes is not None:
             findings.extend(check_label_range(train_y, num_classes=num_classes))
     findings.extend(_normalisation(train_x))
+    if test_x is not None and not reads:
+        # arrays get the pipeline's train-vs-test comparison (one rule, in pipeline/shift.py)
+        findings.extend(shift_findings(train_x, test_x, transformed=False))
     if reads:
         findings = pipeline_findings(reads.get("train"), reads.get("test"), train_x=train_x,
                                      test_x=test_x, exact_test_rows=[t for t, _ in leaked]) \

@@ -129,9 +129,11 @@ def stale_gradients(view):
     stale = [p for p in view.layout.trainable
              if p.name in sample.stale and sample.stale[p.name].abs_max > 0
              and p.name not in sample.stale_cleared]
-    if any(p.in_optimizer for p in view.layout.trainable):
+    if (any(p.in_optimizer for p in view.layout.trainable)
+            or view.layout.optimizer_holds_others):
         # optimizer.zero_grad() clears only what the optimizer holds: .grad piling up on the
-        # others is PARAMS_NOT_IN_OPTIMIZER, not a missing zero_grad
+        # others is PARAMS_NOT_IN_OPTIMIZER (or, when it holds none of the model's,
+        # PARAMS_NOT_UPDATING: built over other parameters), not a missing zero_grad
         stale = [p for p in stale if p.in_optimizer is not False]
     if not stale:
         return []

@@ -27,6 +27,7 @@ Z_LIMIT = 6.0           # differences this many noise SDs away count
 LOCATION_LIMIT = 0.5    # a location moved by this many spreads
 SCALE_LIMIT = 1.5       # a spread this many times larger or smaller
 EXAMPLES = 5
+ZERO_SPREAD_LOG_CHANCE = np.log(1e-9)   # about as rare as Z_LIMIT noise SDs
 CHANNELS = 16           # a 2-D example with a side this short is (channels, time) or (time,
                         # features); otherwise an image of one channel
 
@@ -74,8 +75,11 @@ def _summary(locations, spreads):
     return location, spread
 
 
-def shift_findings(train_x, test_x, *, seed=0):
-    """TRANSFORM_SHIFT findings for train and test inputs (arrays, one example per row)."""
+def shift_findings(train_x, test_x, *, seed=0, transformed=True):
+    """TRANSFORM_SHIFT findings for train and test inputs (arrays, one example per row).
+
+    ``transformed``: the inputs were read through a pipeline's transforms (else they are the
+    arrays the user passed, and the message says so)."""
     if train_x is None or test_x is None or len(train_x) < 16 or len(test_x) < 8:
         return []
     if train_x.shape[1:] != test_x.shape[1:] or train_x.dtype.kind not in "biuf":
@@ -99,7 +103,8 @@ def shift_findings(train_x, test_x, *, seed=0):
     positive = (spread_a > 0) & (spread_b > 0)
     by_location = usable & (z_loc > Z_LIMIT) & (moved > LOCATION_LIMIT * unit)
     by_scale = usable & positive & (z_scale > Z_LIMIT) & (ratio > SCALE_LIMIT)
-    one_sided_zero = usable & ((spread_a == 0) != (spread_b == 0))
+    one_sided_zero = usable & ((spread_a == 0) != (spread_b == 0)) & _zero_spread_unlikely(
+        train_loc, test_loc, spread_a == 0)
     off = np.flatnonzero(by_location | by_scale | one_sided_zero)
     if not len(off):
         return []
@@ -110,7 +115,8 @@ def shift_findings(train_x, test_x, *, seed=0):
     hint = _hint(loc_a, spread_a, loc_b, spread_b, worst, word)
     return [Finding(
         "TRANSFORM_SHIFT", "warning", "data",
-        f"after their transforms, train and test inputs differ in {len(off)} of {len(loc_a)} "
+        f"{'after their transforms, ' if transformed else ''}train and test inputs differ in "
+        f"{len(off)} of {len(loc_a)} "
         f"{word}s, far beyond the noise between two halves of the training set "
         f"({'; '.join(parts)}{'; ...' if len(off) > 3 else ''}){hint}",
         "apply the same transforms, with the same constants (the training set's mean and "
@@ -120,6 +126,22 @@ def shift_findings(train_x, test_x, *, seed=0):
          "train_spread": spread_a[worst[:EXAMPLES]], "test_spread": spread_b[worst[:EXAMPLES]],
          "spread_ratio": np.where(np.isfinite(ratio), ratio, 0.0)[worst[:EXAMPLES]],
          "location_moved_in_spreads": (moved / unit)[worst[:EXAMPLES]]})]
+
+
+def _zero_spread_unlikely(train_loc, test_loc, train_flat):
+    """Per channel: a split with no spread is far outside the sampling noise, judged by the
+    chance that that many examples drawn from the other split all sit at its one value (a
+    rarely non-zero feature has no spread in a small random split, by chance alone)."""
+    unlikely = np.zeros(train_loc.shape[1], bool)
+    for c in range(train_loc.shape[1]):
+        flat, other = (train_loc, test_loc) if train_flat[c] else (test_loc, train_loc)
+        value = np.median(flat[:, c])
+        others = other[:, c]
+        off = float(np.mean(others != value))
+        with np.errstate(divide="ignore"):
+            log_chance = len(flat) * np.log1p(-off) if off < 1 else -np.inf
+        unlikely[c] = log_chance < ZERO_SPREAD_LOG_CHANCE
+    return unlikely
 
 
 def _half_noise(locations, spreads, seed):
@@ -157,11 +179,21 @@ def _hint(loc_a, spread_a, loc_b, spread_b, worst, word):
             if abs(np.log(ratio / factor)) < np.log(1.3):
                 side = "test" if factor > 1 else "train"
                 return f"; the {side} values are about 255 times smaller (a / 255 on one side)"
-    standard = [np.all((np.abs(loc) < 0.25) & (np.abs(spread - 1) < 0.35))
+    shown = f"{word}{'s' if len(worst) > 1 else ''} " + ", ".join(
+        str(int(c)) for c in worst[:EXAMPLES]) + (", ..." if len(worst) > EXAMPLES else "")
+    standard = [(np.abs(loc) < 0.25) & (np.abs(spread - 1) < 0.35)
                 for loc, spread in ((loc_a, spread_a), (loc_b, spread_b))]
-    nowhere = [not np.any((np.abs(loc) < 0.25) & (np.abs(spread - 1) < 0.35))
-               for loc, spread in ((loc_a, spread_a), (loc_b, spread_b))]
-    if (standard[0] and nowhere[1]) or (standard[1] and nowhere[0]):
-        return (f"; only the {'train' if standard[0] else 'test'} split looks standardised "
-                f"(location ~0, spread ~1 in every {word})")
-    return ""
+    names = ("train", "test")
+    for side, other in ((0, 1), (1, 0)):
+        # one split standardised in every channel, the other in none of those that differ
+        if standard[side].all() and not standard[other][worst].any():
+            return (f"; only the {names[side]} split looks standardised (location ~0, spread "
+                    f"~1 in every {word}): the {names[other]} split looks unnormalised in "
+                    f"{shown}")
+    unit = np.maximum(spread_a, spread_b)[worst]
+    moved = np.any(np.abs(loc_b - loc_a)[worst] > LOCATION_LIMIT * unit)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scaled = np.any(np.abs(np.log(spread_b[worst] / spread_a[worst])) > np.log(SCALE_LIMIT))
+    what = {(True, True): "shifted and scaled differently", (True, False): "shifted",
+            (False, True): "scaled differently"}.get((bool(moved), bool(scaled)), "different")
+    return f"; the test split looks {what} in {shown}"

@@ -46,13 +46,15 @@ class Logits:
 
 @dataclass(frozen=True)
 class Facts:
-    """``output`` and ``logits`` (the forward item), ``loss`` at init (finite), whether the
+    """``output`` and ``logits`` (the forward item), ``loss`` at init (finite) and
+    ``uninformative_loss`` (loss_fn on an all-zero output: the chance level), whether the
     optimizer holds the model's parameters (the parameters item), the Monitor's ``watched``
     findings over the training steps; ``missing``: the reason each unknown fact is unknown."""
 
     output: Output | None = None
     logits: Logits | None = None
     loss: float | None = None
+    uninformative_loss: float | None = None
     optimizer_holds_model: bool = False
     watched: tuple[Finding, ...] | None = None
     missing: Mapping[Fact, str] = field(default_factory=lambda: MappingProxyType({}))

@@ -38,7 +38,7 @@ def loss_at_init(run: Run) -> Outcome:
             suggestion="look for log(0), division by zero or overflow in forward or the "
                        "loss; check the inputs for NaN/Inf",
             evidence={"loss": value})
-    facts = facts.found(loss=value)
+    facts = facts.found(loss=value, uninformative_loss=baseline)
     if baseline is None:
         return passed(f"loss {value:.4g}", facts=facts)
     axis = class_axis_for(logits, targets) if targets is not None else None

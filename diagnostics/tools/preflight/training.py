@@ -9,6 +9,7 @@ import math
 
 from ...findings import Finding
 from ...monitor import Monitor
+from ...monitor.settings import Thresholds
 from .. import _training as T
 from .. import overfit as overfit_tool
 from ..contexts import eval_mode
@@ -21,6 +22,14 @@ from .report import FAIL, SKIP, Outcome, failed, first_line, judged, passed, ski
 
 TRAIN_STEPS = 8           # steps watched by the Monitor
 OVERFIT_STEPS = 200
+# LOSS_DIVERGING: the loss rose by more than this share of its room to progress (how far it
+# is from the uninformative output's loss, at least CHANCE_BAND of that loss; without one,
+# the loss itself): the Monitor's "1.5 times its first value" on the loss's own scale
+DIVERGING_SHARE = 0.5
+CHANCE_BAND = 2 * Thresholds().chance_tolerance   # the Monitor's band around chance
+# a loss below this share of the uninformative output's loss has been trained already: a
+# small rise over a few steps at a fresh optimizer's rates is its noise, not a plateau
+TRAINED_SHARE = 0.5
 
 
 def overfit(run: Run) -> Outcome:
@@ -112,7 +121,7 @@ def _loss_trend(run: Run, before, after, findings, skipped_steps=0) -> Outcome:
     item claims; the facts carry every finding to those items."""
     facts = run.facts.found(watched=tuple(findings))
     how = "train_step" if run.train_step is not None else "plain steps"
-    summary = f"loss {before:.4g} -> {after:.4g} after {TRAIN_STEPS} {how}"
+    summary = f"loss {_pair(before, after, ' -> ')} after {TRAIN_STEPS} {how}"
     claimed = CLAIMED_CODES + (ONE_BATCH_CODES if run.causal else ())
     others = [f for f in findings if f.code not in claimed]
     if math.isfinite(after) and after < before:
@@ -122,15 +131,53 @@ def _loss_trend(run: Run, before, after, findings, skipped_steps=0) -> Outcome:
                        f"{summary}: the GradScaler skipped all {skipped_steps} steps (inf/NaN "
                        f"fp16 gradients while its scale comes down), nothing to judge",
                        tuple(others), facts=facts)
-    if not math.isfinite(after) or after > before:
-        code, message = "LOSS_DIVERGING", f"the loss rose from {before:.4g} to {after:.4g}"
+    chance = run.facts.uninformative_loss
+    room = _room(before, chance)
+    if not math.isfinite(after) or after - before > DIVERGING_SHARE * room:
+        code, message = "LOSS_DIVERGING", (
+            f"the loss rose from {_pair(before, after)}, more than {DIVERGING_SHARE:g} of its "
+            f"room to progress ({room:.3g}{_room_words(chance)})")
         hint = "lower the learning rate; check the sign of the loss and of the update"
+    elif after != before and chance is not None and before < TRAINED_SHARE * chance:
+        return judged(f"{summary}: already trained (below {TRAINED_SHARE:g} of the "
+                      f"{chance:.4g} of an uninformative output), a rise of "
+                      f"{after - before:.2g}, small beside its room to progress "
+                      f"({room:.3g}), is no divergence",
+                      others, facts=facts)
     else:
-        code, message = "LOSS_PLATEAU", f"the loss did not move from {before:.4g}"
+        code, message = "LOSS_PLATEAU", (
+            f"the loss did not move from {before:.4g}" if after == before else
+            f"the loss did not go down ({_pair(before, after)})")
         hint = "check that optimizer.step() runs and that the learning rate is not 0"
     finding = Finding(code, "error", "loss", f"{message} in {TRAIN_STEPS} training steps",
-                      hint, {"before": before, "after": after, "steps": TRAIN_STEPS})
+                      hint, {"before": before, "after": after, "steps": TRAIN_STEPS,
+                             "room": room, "uninformative_loss": chance})
     return Outcome(FAIL, summary, (finding, *others), facts=facts)
+
+
+def _room(before, chance):
+    """The loss's own scale of progress: how far it is from the uninformative output's loss
+    (at least ``CHANCE_BAND`` of that loss, so a fresh model at chance has a scale), or, with
+    no such loss, the loss's own size."""
+    if chance is not None:
+        return max(abs(chance - before), CHANCE_BAND * chance)
+    return abs(before) if before != 0 else 1.0
+
+
+def _room_words(chance):
+    if chance is None:
+        return ", the loss's own size"
+    return f", from the {chance:.4g} of an uninformative output"
+
+
+def _pair(before, after, between=" to "):
+    """``before to after`` with enough digits to tell them apart (4 when they are equal)."""
+    for digits in range(4, 13):
+        a, b = f"{before:.{digits}g}", f"{after:.{digits}g}"
+        if a != b:
+            return f"{a}{between}{b}"
+    return f"{before:.4g}{between}{after:.4g}" if before == after else \
+        f"{before!r}{between}{after!r}"
 
 
 def _slow_optimizer_finding(result, fallback, optimizer) -> Finding:

@@ -10,11 +10,15 @@ is the median over examples of each example's channel median (of the feature's v
 rows), its spread the median of each example's channel interquartile range / 1.349 (for rows,
 the interquartile range over examples); padding, erasing and cut-out change a minority of an
 example's positions and move neither much. A difference counts only
-when it is far outside the sampling noise, measured by splitting the training examples into
-two random halves ``HALVES`` times (the noise of a difference between n/2 and n/2 examples,
-rescaled to n train and m test examples), and large in itself: the location moved by more than
+when it is far outside the sampling noise, measured by drawing ``DRAWS`` random parts of the
+training set the size of the test split (at most half of it) and comparing each with the rest
+(rescaled to n train and m test examples), and large in itself: the location moved by more than
 ``LOCATION_LIMIT`` spreads, or the spread changed by more than ``SCALE_LIMIT`` times. Train-only
 augmentation (crops with padding, flips, colour jitter of a few tenths) moves these far less.
+Parts the size of the test split, not halves, because a quantile of a discrete feature (pixel
+levels, counts) jumps between levels far more often in a small sample than the square-root
+law predicts from large ones. A spread below ``FLAT`` of the other split's is no spread (a
+constant column standardised carries rounding, not spread).
 """
 import itertools
 
@@ -22,12 +26,13 @@ import numpy as np
 
 from ...findings import Finding
 
-HALVES = 24
+DRAWS = 24
 Z_LIMIT = 6.0           # differences this many noise SDs away count
 LOCATION_LIMIT = 0.5    # a location moved by this many spreads
 SCALE_LIMIT = 1.5       # a spread this many times larger or smaller
 EXAMPLES = 5
 ZERO_SPREAD_LOG_CHANCE = np.log(1e-9)   # about as rare as Z_LIMIT noise SDs
+FLAT = 1e-9             # a spread this small against the other split's is none
 CHANNELS = 16           # a 2-D example with a side this short is (channels, time) or (time,
                         # features); otherwise an image of one channel
 
@@ -64,15 +69,44 @@ def _robust(values):
 
 
 def _summary(locations, spreads):
-    location = np.median(locations, axis=0)
     if spreads is None:
-        q75, q25 = np.percentile(locations, [75, 25], axis=0)
+        q25, location, q75 = _tied_quantiles(locations, (0.25, 0.5, 0.75))
         spread = (q75 - q25) / 1.349
         fallback = locations.std(axis=0)
         spread = np.where(spread > 0, spread, fallback)
     else:
-        spread = np.median(spreads, axis=0)
+        location, = _tied_quantiles(locations, (0.5,))
+        spread, = _tied_quantiles(spreads, (0.5,))
     return location, spread
+
+
+def _tied_quantiles(values, probabilities):
+    """Quantiles per column of ``values`` ``(n, C)`` that move smoothly with the share of tied
+    values: each distinct value sits at the middle of its run in the sorted column and a
+    quantile interpolates between those points (the mid-distribution quantile). Without ties
+    this is the usual interpolated quantile; with them (pixel levels, counts, a feature that
+    is mostly zero) the usual one jumps a whole level when a share moves by one example."""
+    ordered = np.sort(values, axis=0)
+    n, columns = ordered.shape
+    index = np.arange(n)[:, None]
+    starts = np.ones(ordered.shape, bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    first = np.maximum.accumulate(np.where(starts, index, 0), axis=0)
+    ends = np.ones(ordered.shape, bool)
+    ends[:-1] = starts[1:]
+    last = np.minimum.accumulate(np.where(ends, index, n - 1)[::-1], axis=0)[::-1]
+    middle = (first + last + 1) / 2.0            # in examples, 0.5 for the first of n distinct
+    cols = np.arange(columns)
+    out = []
+    for probability in probabilities:
+        position = probability * n
+        above = np.clip((middle <= position).sum(axis=0), 1, n - 1)  # first point past it
+        x0, x1 = middle[above - 1, cols], middle[above, cols]
+        y0, y1 = ordered[above - 1, cols], ordered[above, cols]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            weight = np.clip(np.where(x1 > x0, (position - x0) / (x1 - x0), 1.0), 0.0, 1.0)
+        out.append(y0 + weight * (y1 - y0))
+    return out
 
 
 def shift_findings(train_x, test_x, *, seed=0, transformed=True):
@@ -89,12 +123,14 @@ def shift_findings(train_x, test_x, *, seed=0, transformed=True):
     loc_a, spread_a = _summary(train_loc, train_spread)
     loc_b, spread_b = _summary(test_loc, test_spread)
     unit = np.maximum(spread_a, spread_b)
+    spread_a, spread_b = (np.where(s < FLAT * unit, 0.0, s) for s in (spread_a, spread_b))
     usable = (unit > 0) & np.isfinite(unit) & np.isfinite(loc_a) & np.isfinite(loc_b)
     if not usable.any():
         return []
-    null_loc, null_scale = _half_noise(train_loc, train_spread, seed)
     n, m = len(train_x), len(test_x)
-    rescale = np.sqrt((1.0 + n / m) / 4.0)
+    part = min(m, n // 2)
+    null_loc, null_scale = _part_noise(train_loc, train_spread, part, seed)
+    rescale = np.sqrt((1 / m + 1 / n) / (1 / part + 1 / (n - part)))
     moved = np.abs(loc_b - loc_a)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.exp(np.abs(np.log(spread_b / spread_a)))
@@ -104,12 +140,14 @@ def shift_findings(train_x, test_x, *, seed=0, transformed=True):
     by_location = usable & (z_loc > Z_LIMIT) & (moved > LOCATION_LIMIT * unit)
     by_scale = usable & positive & (z_scale > Z_LIMIT) & (ratio > SCALE_LIMIT)
     one_sided_zero = usable & ((spread_a == 0) != (spread_b == 0)) & _zero_spread_unlikely(
-        train_loc, test_loc, spread_a == 0)
+        train_loc, test_loc, spread_a == 0, FLAT * unit)
     off = np.flatnonzero(by_location | by_scale | one_sided_zero)
     if not len(off):
         return []
     worst = off[np.argsort(-(moved[off] / unit[off]) - np.log(np.where(
         np.isfinite(ratio[off]), ratio[off], 1e6)))]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        moved_in_spreads = np.where(unit > 0, moved / unit, 0.0)
     parts = [f"{word} {c}: train location {loc_a[c]:.3g} spread {spread_a[c]:.3g}, test "
              f"location {loc_b[c]:.3g} spread {spread_b[c]:.3g}" for c in worst[:3]]
     hint = _hint(loc_a, spread_a, loc_b, spread_b, worst, word)
@@ -117,7 +155,7 @@ def shift_findings(train_x, test_x, *, seed=0, transformed=True):
         "TRANSFORM_SHIFT", "warning", "data",
         f"{'after their transforms, ' if transformed else ''}train and test inputs differ in "
         f"{len(off)} of {len(loc_a)} "
-        f"{word}s, far beyond the noise between two halves of the training set "
+        f"{word}s, far beyond the noise between random parts of the training set "
         f"({'; '.join(parts)}{'; ...' if len(off) > 3 else ''}){hint}",
         "apply the same transforms, with the same constants (the training set's mean and "
         "std, the same scaling and channel order), to every split",
@@ -125,33 +163,35 @@ def shift_findings(train_x, test_x, *, seed=0, transformed=True):
          "train_location": loc_a[worst[:EXAMPLES]], "test_location": loc_b[worst[:EXAMPLES]],
          "train_spread": spread_a[worst[:EXAMPLES]], "test_spread": spread_b[worst[:EXAMPLES]],
          "spread_ratio": np.where(np.isfinite(ratio), ratio, 0.0)[worst[:EXAMPLES]],
-         "location_moved_in_spreads": (moved / unit)[worst[:EXAMPLES]]})]
+         "location_moved_in_spreads": moved_in_spreads[worst[:EXAMPLES]]})]
 
 
-def _zero_spread_unlikely(train_loc, test_loc, train_flat):
+def _zero_spread_unlikely(train_loc, test_loc, train_flat, tolerance):
     """Per channel: a split with no spread is far outside the sampling noise, judged by the
     chance that that many examples drawn from the other split all sit at its one value (a
-    rarely non-zero feature has no spread in a small random split, by chance alone)."""
+    rarely non-zero feature has no spread in a small random split, by chance alone); values
+    within ``tolerance`` of it are at it."""
     unlikely = np.zeros(train_loc.shape[1], bool)
     for c in range(train_loc.shape[1]):
         flat, other = (train_loc, test_loc) if train_flat[c] else (test_loc, train_loc)
         value = np.median(flat[:, c])
         others = other[:, c]
-        off = float(np.mean(others != value))
+        off = float(np.mean(np.abs(others - value) > tolerance[c]))
         with np.errstate(divide="ignore"):
             log_chance = len(flat) * np.log1p(-off) if off < 1 else -np.inf
         unlikely[c] = log_chance < ZERO_SPREAD_LOG_CHANCE
     return unlikely
 
 
-def _half_noise(locations, spreads, seed):
-    """SDs of the location difference and of the log spread ratio between random halves."""
+def _part_noise(locations, spreads, part, seed):
+    """SDs of the location difference and of the log spread ratio between a random ``part``
+    of the examples and the rest."""
     rng = np.random.default_rng(seed)
     n = len(locations)
     diffs, logs = [], []
-    for _ in range(HALVES):
+    for _ in range(DRAWS):
         order = rng.permutation(n)
-        a, b = order[: n // 2], order[n // 2:]
+        a, b = order[:part], order[part:]
         la, sa = _summary(locations[a], None if spreads is None else spreads[a])
         lb, sb = _summary(locations[b], None if spreads is None else spreads[b])
         diffs.append(lb - la)

@@ -72,7 +72,8 @@ def _summary(locations, spreads):
     if spreads is None:
         q25, location, q75 = _tied_quantiles(locations, (0.25, 0.5, 0.75))
         spread = (q75 - q25) / 1.349
-        fallback = locations.std(axis=0)
+        with np.errstate(invalid="ignore"):
+            fallback = locations.std(axis=0)
         spread = np.where(spread > 0, spread, fallback)
     else:
         location, = _tied_quantiles(locations, (0.5,))

@@ -93,3 +93,36 @@ def test_rows_of_one_length_have_no_padding():
         labels[:, 4:] = PAD
         return F.cross_entropy(out.reshape(-1, TAGS), labels.reshape(-1))
     assert "PADDING_SCORED" not in codes(train_tagger(loss))
+
+
+def _shifted_like_a_causal_lm_loss(labels):
+    """What Hugging Face's causal-LM loss does with ``labels``: one ignored column appended,
+    then shifted by one, flattened as a view of the shifted rows."""
+    shifted = F.pad(labels, (0, 1), value=-100)[:, 1:].contiguous()
+    return shifted.view(-1)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_padding_before_a_loss_appended_ignored_column_is_judged(masked):
+    """The padding run ends one position early (the loss's own -100 column): it is still the
+    run at the end of the rows, and named unless the collate masked it."""
+    def loss(out, tags, n):
+        labels = tags.masked_fill(tags < 0, -100) if masked else _tags(tags)
+        return F.cross_entropy(out.reshape(-1, TAGS), _shifted_like_a_causal_lm_loss(labels))
+    report = train_tagger(loss, batches=_long_padding(torch.Generator().manual_seed(1)))
+    if masked:
+        assert not alarms(report)
+    else:
+        assert alarms(report)[0] == "PADDING_SCORED"
+        assert report.findings[0].evidence["padding_value"] == PAD
+
+
+def test_padding_after_a_masked_prompt_is_named():
+    """SFT with the prompt masked (-100) but the padding left as a class: the leading run of
+    -100 is transparent, the trailing padding run is judged."""
+    def loss(out, tags, n):
+        labels = _tags(tags).clone()
+        labels[:, :2] = -100
+        return F.cross_entropy(out.reshape(-1, TAGS), labels.reshape(-1))
+    report = train_tagger(loss, batches=_long_padding(torch.Generator().manual_seed(1)))
+    assert alarms(report)[0] == "PADDING_SCORED"

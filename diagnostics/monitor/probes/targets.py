@@ -12,7 +12,10 @@ those functions queues on the step's one transfer: the targets' count per class 
 at most ``MAX_COUNTED`` classes), the ignored and out-of-range counts, the ignored positions
 that lie inside the content (scored positions on both sides), and, for targets of shape
 (rows, positions), the structure of the value that ends the rows and of the one that starts
-them (padding: a value that occurs only as a leading or trailing run of each row).
+them (padding: a value that occurs only as a leading or trailing run of each row). Ignored
+positions are transparent there when ``ignore_index`` is no class: a loss that shifts its
+labels itself pads them with one ignored column (Hugging Face's causal-LM loss), and a prompt
+masked with -100 precedes the content; the padding run is the one next to them.
 
 Flattened targets (``tags.reshape(-1)`` for ``logits.reshape(-1, C)``) have their rows back
 when they are a view of a contiguous (rows, positions) tensor, or else when their length is a
@@ -158,9 +161,10 @@ class TargetsProbe(Probe):
             tensors.append(_ignored_interior(targets == ignore))
         ends = []
         if len(layout) == 2 and layout[1] >= 2:
-            for end, column in (("trailing", targets[:, -1]), ("leading", targets[:, 0])):
-                value = torch.mode(column).values
-                count, interior, runs = _end_runs(targets == value)
+            transparent = (targets == ignore) if not 0 <= ignore < classes else None
+            for end in ("trailing", "leading"):
+                value = torch.mode(_end_values(targets, transparent, ignore, end)).values
+                count, interior, runs = _end_runs(targets == value, transparent)
                 tensors += [value, count, interior, runs]
                 ends.append(end)
         header = dict(step=self.ctx.step, function=function, classes=classes,
@@ -281,10 +285,30 @@ def _ignored_interior(equal):
     return inside.sum()
 
 
-def _end_runs(equal):
+def _end_values(targets, transparent, ignore, end):
+    """Per row of a (rows, positions) target, the value at its ``end`` ("trailing" or
+    "leading"), ignored positions skipped where ``transparent`` marks them (a row with nothing
+    else gives ``ignore``); computed on the device, without a synchronisation."""
+    import torch
+
+    column = targets[:, -1] if end == "trailing" else targets[:, 0]
+    if transparent is None:
+        return column
+    positions = torch.arange(targets.shape[1], device=targets.device).expand_as(targets)
+    if end == "trailing":
+        at = torch.where(transparent, -1, positions).amax(1)
+    else:
+        at = torch.where(transparent, targets.shape[1], positions).amin(1)
+    found = (at >= 0) & (at < targets.shape[1])
+    picked = targets.gather(1, at.clamp(0, targets.shape[1] - 1)[:, None])[:, 0]
+    return torch.where(found, picked, torch.full_like(picked, ignore))
+
+
+def _end_runs(equal, transparent=None):
     """``(count, interior, runs)`` of a value in a (rows, positions) target: its positions, those
-    outside its end runs, and per row its positions in them."""
-    ends = _in_end_runs(equal, 1)
+    outside its end runs (which run across ``transparent`` positions), and per row its positions
+    in them."""
+    ends = _in_end_runs(equal if transparent is None else equal | transparent, 1)
     runs = (equal & ends).sum(1)
     count = equal.sum()
     return count, count - runs.sum(), runs

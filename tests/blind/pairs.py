@@ -9,7 +9,8 @@ FALSE_ALARMS one goes quiet) the suite fails until the name is removed from the 
 
 A new folder (its modules expose what one of the runners below calls):
     from tests.blind import pairs
-    RUNS = pairs.Monitored(__package__)    # run(fixed=, monitor=); or Pipelines / StepChecks
+    RUNS = pairs.Monitored(__package__)    # run(fixed=, monitor=); or Pipelines / StepChecks /
+                                           # BatchChecks
     MODULES, HEALTHY = ["cnn_bug"], ["healthy_cnn"]
     MISSED = {"cnn_bug": "why it is not named yet"}   # or a set: reason "no check yet"
     FALSE_ALARMS = {}                                 # a name -> why it alarms
@@ -179,3 +180,33 @@ class StepChecks(Folder):
         result = self.check(name, True)
         assert result.passed is True, (
             f"{name}: alarms on the fixed twin {describe(alarms(result))}\n{result}")
+
+
+class BatchChecks(Folder):
+    """Models with ``EXPECTED`` (a finding code), ``build(fixed)`` -> dict(model, inputs,
+    options) (the keyword options of the check, e.g. ``pad_value=``) and ``train(fixed)`` ->
+    dict(metric, higher_is_better, evidence), judged by ``gradhunt.check_batch_independence(
+    model, inputs, **options)``. ``bug_is_real`` applies the metric rule; a folder whose quality
+    does not separate for a program measures the output's dependence on the batch itself."""
+
+    def check(self, name, fixed):
+        objs = self.module(name).build(fixed)
+        return gradhunt.check_batch_independence(objs["model"], objs["inputs"],
+                                                 **objs.get("options", {}))
+
+    def bug_is_real(self, name):
+        buggy = self.cached(name, "train", fixed=False)
+        fixed = self.cached(name, "train", fixed=True)
+        assert buggy["higher_is_better"] == fixed["higher_is_better"]
+        assert_clearly_better(buggy["metric"], fixed["metric"],
+                              higher_is_better=fixed["higher_is_better"],
+                              shown=(name, buggy["evidence"], fixed["evidence"]))
+
+    def named(self, name):
+        expected, found = self.module(name).EXPECTED, alarms(self.check(name, False))
+        assert any(f.code == expected for f in found), (
+            f"{name}: no {expected} warning/error; alarms {describe(found)}")
+
+    def quiet(self, name):
+        found = alarms(self.check(name, True))
+        assert not found, f"{name}: alarms on the fixed/healthy model {describe(found)}"

@@ -27,6 +27,10 @@ CAUSES = {
     "UNREGISTERED_PARAMETERS": _STALLED,
     "PARAMS_NOT_IN_OPTIMIZER": ("LOSS_PLATEAU", "LOSS_AT_CHANCE", "TERM_DETACHED"),
     "PROBABILITIES_AS_LOGITS": ("LOSS_PLATEAU", "LOSS_AT_CHANCE"),
+    # NLL of raw scores is -score[target], unbounded below: the scores grow without end
+    "SCORES_AS_LOG_PROBABILITIES": ("EXPLODING_GRADIENTS", "EXPLODING_ACTIVATIONS",
+                                    "LOSS_DIVERGING", "NAN_LOSS", "LOSS_PLATEAU",
+                                    "LOSS_AT_CHANCE"),
     # autograd's gradient through round/sign is zero: the layers below get none
     "MODULE_BACKWARD_IGNORED": _STALLED + ("DEAD_UNITS", "VANISHING_GRADIENTS", "NO_GRADIENT"),
     "NO_GRADIENT": _STALLED,

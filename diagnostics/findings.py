@@ -46,6 +46,8 @@ CODES = {
     "DROPOUT_IGNORES_EVAL": "dropout still drops in eval mode (F.dropout without training=)",
     "PROBABILITIES_AS_LOGITS": "probabilities fed to a loss that expects logits or "
                                "log-probabilities",
+    "SCORES_AS_LOG_PROBABILITIES": "raw scores fed to a loss that expects log-probabilities "
+                                   "(NLL, CTC, KL-divergence's input)",
     "TARGET_CARRIES_GRADIENT": "a loss's target is computed by the trained network with its "
                                "graph: the loss moves the target too",
     "TERM_DETACHED": "a term of the loss reaches only another network's parameters, whose "

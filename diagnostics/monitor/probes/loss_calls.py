@@ -16,7 +16,8 @@ import functools
 from .shared_patch import SharedPatch, restore_attributes
 
 FUNCTIONS = ("binary_cross_entropy_with_logits", "binary_cross_entropy", "cross_entropy",
-             "kl_div", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
+             "kl_div", "nll_loss", "ctc_loss", "mse_loss", "l1_loss", "smooth_l1_loss",
+             "huber_loss")
 
 _LISTENERS = []
 _INSTALLED = []      # (owner, name, original, wrapper)

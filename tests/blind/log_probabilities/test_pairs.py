@@ -56,6 +56,10 @@ recommender -0.13 -> -8172 | 16.1 -> 3.0: a loss below zero from the first step,
 correct NLL / CTC / KL / cross-entropy produces, is not named today. The Lightning Poisson
 pair's loss stays positive (exp(rate) - count * rate is a valid-looking number). The whole file
 takes ~60 s of CPU (about 100 s wall on 2 loaded cores).
+
+Since SCORES_AS_LOG_PROBABILITIES (the share of rows whose log-sum-exp along the class axis is
+off 0): the NLL, CTC and KL pairs are named first; the hand-written soft loss and the Poisson
+rates are not (MISSED says why); every twin and healthy program stays quiet.
 """
 from tests.blind import pairs
 
@@ -75,11 +79,12 @@ HEALTHY = [
 
 # not named first today: the implementer removes a name as the check catches it
 MISSED = {
-    "cnn_nll_raw_scores": "only EXPLODING_GRADIENTS / EXPLODING_ACTIVATIONS (symptoms)",
-    "gru_ctc_raw_scores": "no finding: raw scores into CTCLoss not named",
-    "transformer_distill_kldiv_raw": "no finding: scores / T as KLDivLoss's input not named",
-    "recommender_soft_target_raw_logp": "no finding: the negative hand-written soft loss",
-    "lightning_poisson_rates_log_input": "no finding: rates into log_input=True not named",
+    "recommender_soft_target_raw_logp": "no finding: the negative hand-written soft loss (no "
+    "loss function is called, so nothing reads what reached it; a hand-written loss may be "
+    "negative by design, so the loss's value alone does not tell it)",
+    "lightning_poisson_rates_log_input": "no finding: rates into log_input=True not named "
+    "(poisson_nll_loss is not read; a softplus rate is a valid log-rate wherever the counts "
+    "exceed 1, so its values alone do not tell it)",
 }
 # fixed twins that today's gradhunt alarms on (a false alarm: a finding for the lead)
 FALSE_ALARMS = {}

@@ -356,7 +356,7 @@ def _entry(batch, slot, probed):
     """Where the mixing enters, in words, when the model has several inputs."""
     if probed == 1 and len(batch.slots()) == 1:
         return ""
-    return f" {batch_inputs.name(slot, batch)} (the mixing enters through that input)"
+    return f" {batch_inputs.name(slot, batch)}, where the mixing enters"
 
 
 def _moved_batch_axis(rows, shape):

@@ -49,16 +49,16 @@ def findings(outputs, batch, rng):
             kept = outputs.change(reference[example], stays[example], scale)
             if kept > outputs.tolerance:
                 return [_mixing(example, kept, {**evidence, "change": kept})]
-    caveat = ("" if batch.rows >= 3 else "; with 2 examples a dependence on the other example "
+    caveat = (", while kept in its row with the others shuffled it does not change"
+              if batch.rows >= 3 else "; with 2 examples a dependence on the other example "
               "cannot be told from one on the row: pass 3 or more")
     return [Finding(
         "BATCH_POSITION_DEPENDENT", "error", None,
         f"example {example}'s output depends on its row in the batch: moved from row "
         f"{example} to row {row} (the batch permuted, every batched input with it), its output "
         f"changed by {changes[row]:.2g} of the largest output (float noise is below "
-        f"{outputs.tolerance:.2g}), while no example's output depends on another's "
-        f"values{caveat}; shuffled, re-batched or single-example inference gives other "
-        f"predictions",
+        f"{outputs.tolerance:.2g}){caveat}; shuffled, re-batched or single-example inference "
+        f"gives other predictions",
         "look for torch.arange(x.shape[0]) (the batch size) where the positions x.shape[1] "
         "were meant (a positional embedding written for the seq-first layout), or a "
         "parameter shaped with the batch size added per row (a bias per row where one per "

@@ -159,8 +159,9 @@ def test_a_forward_that_samples_in_eval_mode_is_not_judged_by_comparing_outputs(
         def forward(self, x):
             return self.fc(x) + torch.randn(x.shape[0], 3)
 
+    model, x = Noisy(), torch.randn(5, 4)
     rng = torch.random.get_rng_state()
-    result = check_batch_independence(Noisy(), torch.randn(5, 4))
+    result = check_batch_independence(model, x)
     assert result == [] and "not judged" in result.note
     assert torch.equal(rng, torch.random.get_rng_state())
 

@@ -295,3 +295,25 @@ def test_bad_arguments_name_the_argument():
         check_batch_independence(model, (1, 2))
     with pytest.raises(DiagnosticsError, match="inputs"):
         check_batch_independence(model, {"x": torch.randn(1, 4)})
+
+
+def test_preflight_passes_pad_value_to_its_batch_independence_item():
+    from diagnostics import preflight
+
+    torch.manual_seed(0)
+    batch = _padded_batch([3, 6, 2, 5], 1)
+    labels = torch.tensor([0, 1, 2, 1])
+
+    def loss(out, y):
+        return nn.functional.cross_entropy(out, y)
+
+    def item(model, **options):
+        report = preflight(model, loss, batch, labels, **options)
+        return next(i for i in report.items if i.name == "batch independence")
+
+    buggy = item(Pooler(False), pad_value=0)
+    assert [f.code for f in buggy.findings] == ["PADDING_CHANGES_OUTPUT"], buggy
+    assert not item(Pooler(False)).findings                   # no padding test without it
+    assert item(Pooler(True), pad_value=0).status == "PASS"
+    with pytest.raises(DiagnosticsError, match="pad_value"):
+        preflight(Pooler(True), loss, batch, labels, pad_value="pad")

@@ -34,6 +34,8 @@ CODES = {
     "GRAPH_RETAINED": "the autograd graph is kept alive across steps",
     "BATCH_MIXING": "an example's output depends on other examples in the batch",
     "CAUSALITY_LEAK": "a causal model's output at position t depends on later positions",
+    "BATCH_POSITION_DEPENDENT": "an example's output depends on its row in the batch",
+    "PADDING_CHANGES_OUTPUT": "an example's output changes when the batch is padded longer",
     "TARGETS_MISALIGNED": "a language model's loss scores position t against another token "
                           "than t + 1 (labels not shifted, or shifted twice)",
     "LABEL_RANGE": "targets use a class the output lacks, or never use one it has",

@@ -18,6 +18,7 @@ to its input gradient (what its backward hook sees) leaks into other rows (posit
 its output gradient does not (with several mixing layers, the one nearest the output).
 """
 import contextlib
+import functools
 import warnings
 
 import numpy as np
@@ -26,6 +27,7 @@ from .. import outputs
 from ..backends import get_backend
 from ..errors import DiagnosticsError, require
 from ..findings import Finding
+from . import batch_inputs, batch_padding, batch_permutation
 from .check_result import CheckResult
 
 _HOOK_WARNINGS = ("Full backward hook is firing", "For backward hooks to be called")
@@ -34,47 +36,50 @@ ROWS = 2             # examples backpropagated from (first and last)
 POSITIONS = 3        # positions checked in a causal model (first, middle, one before last)
 
 
-def check_batch_independence(model, inputs, *, causal=False, output=None, seed=0):
-    """BATCH_MIXING and CAUSALITY_LEAK findings for a torch ``model`` on a batch ``inputs``.
+def check_batch_independence(model, inputs, *, causal=False, output=None, seed=0,
+                             pad_value=None):
+    """BATCH_MIXING, BATCH_POSITION_DEPENDENT, CAUSALITY_LEAK and PADDING_CHANGES_OUTPUT
+    findings for a torch ``model`` on a batch ``inputs``.
 
     ``inputs``: one batch, examples on the first axis (floats, or token ids for a model that
-    starts with an embedding); at least 2 examples. A dict is the model's keyword inputs
-    (``input_ids``, ``attention_mask``, ...): the examples probed are those of ``input_ids``
-    (else of its first tensor), the other entries go along unchanged. ``causal``: also check
-    that the output at position t (second axis of output and inputs) depends only on positions <= t.
-    ``output``: picks the prediction from the model's output when it is a tuple or dict (a
-    callable, an index or a key); by default the rule of ``diagnostics.outputs``: ``logits``,
-    else the first floating entry that is not a 0-d tensor (a ``(loss, logits)`` tuple of a
-    model given ``labels=`` gives its logits).
+    starts with an embedding); at least 2 examples. A tuple or list is the model's positional
+    inputs, a dict its keyword inputs (``input_ids``, ``attention_mask``, ...): every tensor
+    whose first axis has the batch size (read on ``input_ids``, else on the first tensor) is
+    probed for mixing and permuted with the batch; the others go along unchanged. ``causal``:
+    also check that the output at position t (second axis of output and inputs) depends only
+    on positions <= t. ``pad_value``: also pad every sequence input at the end (as a collate
+    does when a longer neighbour joins) and require each example's output to stay the same
+    (None: no padding test). ``output``: picks the prediction from the model's output when it
+    is a tuple or dict (a callable, an index or a key); by default the rule of
+    ``diagnostics.outputs``: ``logits``, else the first floating entry that is not a 0-d
+    tensor (a ``(loss, logits)`` tuple of a model given ``labels=`` gives its logits).
     The model is not changed: the check works on a copy. Returns a ``CheckResult`` (a list
-    of findings with ``passed`` and a readable ``str()``).
+    of findings with ``passed`` and a readable ``str()``; ``note`` says what was not judged).
     """
-    return CheckResult(_check(model, inputs, causal=causal, output=output, seed=seed),
-                       check="batch independence")
+    require(isinstance(causal, bool), "causal", "True or False", repr(causal))
+    require(isinstance(seed, int) and not isinstance(seed, bool), "seed", "an int", repr(seed))
+    require(pad_value is None or (isinstance(pad_value, (int, float))
+                                  and not isinstance(pad_value, bool)), "pad_value",
+            "None or a number (the id or value a collate pads sequences with)", repr(pad_value))
+    notes = []
+    findings = _check(model, inputs, causal=causal, output=output, seed=seed,
+                      pad_value=pad_value, notes=notes)
+    return CheckResult(findings, check="batch independence", note="; ".join(dict.fromkeys(notes)))
 
 
-def _check(model, inputs, *, causal, output, seed):
+def _check(model, inputs, *, causal, output, seed, pad_value, notes):
     backend = get_backend(model)
     require(backend.name == "torch", "model", "a torch.nn.Module (the check reads input "
             "gradients through torch's autograd)", backend.name)
     torch = backend.torch
-    keyword, others = None, {}
-    if isinstance(inputs, dict):
-        tensors = [k for k, v in inputs.items() if isinstance(v, torch.Tensor)]
-        require(bool(tensors), "inputs", "a torch.Tensor batch, or a dict of keyword inputs "
-                "holding one", f"a dict without tensors ({sorted(inputs)})")
-        keyword = "input_ids" if "input_ids" in tensors else tensors[0]
-        others = {k: v for k, v in inputs.items() if k != keyword}
-        inputs = inputs[keyword]
-    require(isinstance(inputs, torch.Tensor), "inputs", "a torch.Tensor batch",
-            type(inputs).__name__)
-    require(inputs.dim() >= 1 and inputs.shape[0] >= 2, "inputs",
-            "a batch of at least 2 examples on the first axis", f"shape {tuple(inputs.shape)}")
-    require(not causal or inputs.dim() >= 2, "inputs",
-            "(batch, positions, ...) for a causal check", f"shape {tuple(inputs.shape)}")
-    require(not inputs.dtype.is_complex, "inputs", "floats or integer token ids",
-            str(inputs.dtype))
-    run = _Run(backend, inputs, keyword, others, causal=causal, output=output, seed=seed)
+    batch = batch_inputs.parse(torch, inputs)
+    first = batch.value(batch.primary)
+    require(not causal or first.dim() >= 2, "inputs",
+            "(batch, positions, ...) for a causal check", f"shape {tuple(first.shape)}")
+    layout = None
+    if pad_value is not None:
+        layout = batch_padding.layout(torch, batch, pad_value)
+    run = _Run(backend, batch, causal=causal, output=output, seed=seed, layout=layout)
     attempts = ((np.float64, True), (np.float64, False), (None, False))
     for number, (dtype, localize) in enumerate(attempts):
         # float64 first; without backward hooks if they break the forward (in-place ops on
@@ -86,6 +91,7 @@ def _check(model, inputs, *, causal, output, seed):
                 raise
             continue
         break
+    notes.extend(run.notes)
     if findings and dtype is not None and not _confirmed(run, findings):
         return []
     return findings
@@ -109,23 +115,27 @@ def _confirmed(run, findings):
 class _Run:
     """The check's inputs; ``findings`` runs it on a fresh copy in a given dtype."""
 
-    def __init__(self, backend, inputs, keyword, others, *, causal, output, seed):
-        self.backend, self.inputs, self.keyword, self.others = backend, inputs, keyword, others
+    def __init__(self, backend, batch, *, causal, output, seed, layout):
+        self.backend, self.batch, self.layout = backend, batch, layout
         self.causal, self.output, self.seed = causal, output, seed
         self.dtype = backend.floating_dtype()
+        self.notes = []
 
     def findings(self, dtype, *, localize):
         """The findings on a copy in ``dtype`` (None: the model's own) in eval mode; a
-        ``DiagnosticsError`` when its forward or backward raises."""
+        ``DiagnosticsError`` when its forward or backward raises. The probes run in the order
+        of their causes: mixing first (a model that mixes examples also moves them when they
+        are permuted or padded), then the position in the batch, causality, and padding (a
+        causal leak also lets appended pads reach earlier positions)."""
         torch = self.backend.torch
         twin = self.backend.clone(dtype=dtype)
         twin.model.eval()
-        x = self.inputs.detach().clone()
-        if x.dtype.is_floating_point:
-            x = x.to(dtype=torch.float64 if dtype else self.inputs.dtype).requires_grad_(True)
-        probe = _Probe(torch, twin, x, localize=localize,
-                       keyword=self.keyword, others=_cast(torch, self.others, dtype))
+        batch = batch_inputs.copied(torch, self.batch, dtype)
+        probe = _Probe(torch, twin, batch, localize=localize)
+        outputs_ = _Outputs(torch, twin, self.output, tolerance=_noise(self.dtype),
+                            seed=self.seed)
         casts = twin.float64_casts() if dtype else contextlib.nullcontext()
+        self.notes = []
         with torch.random.fork_rng(devices=[]), probe, casts, warnings.catch_warnings():
             for text in _HOOK_WARNINGS:   # torch's notes about our own hooks, not the user's
                 warnings.filterwarnings("ignore", message=text)
@@ -133,26 +143,100 @@ class _Run:
                 result = probe.output(self.output)
                 rng = np.random.default_rng(self.seed)
                 findings = _batch_findings(probe, result, rng)
-                if self.causal and not findings:
-                    findings = _causal_findings(probe, result, rng, self.inputs.shape[1])
+                unjudged = None
+                if not findings:
+                    unjudged = outputs_.deterministic(batch)
+                    if unjudged is not None:
+                        self.notes.append(unjudged)
+                    else:
+                        findings = batch_permutation.findings(outputs_, batch, rng)
+                if self.causal and not any(f.code == "BATCH_MIXING" for f in findings):
+                    findings += _causal_findings(probe, result, rng,
+                                                 batch.value(batch.primary).shape[1])
+                if (self.layout is not None and unjudged is None
+                        and not any(f.code in ("BATCH_MIXING", "CAUSALITY_LEAK")
+                                    for f in findings)):
+                    found, note = batch_padding.findings(outputs_, batch, self.layout)
+                    findings += found
+                    if note:
+                        self.notes.append(note)
             except RuntimeError as error:  # the backward through the user's model
                 raise DiagnosticsError(f"model: the backward pass on a copy of the model "
                                        f"raised RuntimeError: {error}") from error
         return findings
 
 
-class _Probe:
-    """The copy, its input-gradient source, and a backward hook on every module that keeps
-    the gradient of its output and the part of its input gradient that flows through it."""
+def _noise(dtype):
+    """How far two forwards of one example may differ and still be the same computation: the
+    square root of the model's own machine epsilon, relative to the largest output (3.4e-4
+    in float32, 0.088 in bfloat16, 1.5e-8 in float64). The comparisons run on the float64
+    copy, where summing in another order (another batch size or row, more zeros in a
+    reduction) moves a value by about 1e-16 per operation: far below this. What a model in
+    its own dtype cannot tell from its rounding is no change worth a finding, and any change
+    a mechanism makes (a bias per row, pads in a mean) is of the order of the output itself."""
+    return float(np.sqrt(np.finfo(dtype if dtype is not None else np.float32).eps))
 
-    def __init__(self, torch, twin, x, *, localize=True, keyword=None, others=None):
-        self.torch, self.twin, self.x = torch, twin, x
-        self.keyword, self.others = keyword, others or {}
-        self.rows = x.shape[0]
+
+class _Outputs:
+    """Forwards of the copy without a graph, in eval mode, the prediction picked and in
+    float64; every forward draws the same random numbers (``seed``)."""
+
+    def __init__(self, torch, twin, pick, *, tolerance, seed):
+        self.torch, self.twin, self.pick = torch, twin, pick
+        self.tolerance, self.seed = tolerance, seed
+
+    def __call__(self, batch, *, seed=None):
+        torch = self.torch
+        torch.manual_seed(self.seed if seed is None else seed)
+        with torch.no_grad():
+            try:
+                result = batch.call(self.twin.model)
+            except Exception as error:  # the user's forward: report it, do not crash inside
+                raise DiagnosticsError(f"model: the forward pass on a copy of the model "
+                                       f"raised {type(error).__name__}: {error}") from error
+            return _pick(self.twin, result, self.pick).detach().to(torch.float64)
+
+    def deterministic(self, batch):
+        """None when two forwards of the batch with other random draws agree; else why the
+        outputs cannot be compared (a forward that samples in eval mode)."""
+        first, second = self(batch), self(batch, seed=self.seed + 1)
+        if first.shape == second.shape and self.change(first, second) <= self.tolerance:
+            return None
+        return ("permutation and padding not judged: two forwards of the same batch in eval "
+                "mode differ (the forward draws random numbers: sampling, noise, or dropout "
+                "that ignores eval mode)")
+
+    @staticmethod
+    def change(before, after, scale=None):
+        """The largest absolute difference, relative to the largest output (``scale``)."""
+        scale = float(before.abs().max()) if scale is None else scale
+        diff = float((before - after).abs().max()) if before.numel() else 0.0
+        return diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf"))
+
+
+class _Probe:
+    """The copy, its input-gradient sources (every batched floating input; the embedding
+    outputs fed by a token input), and a backward hook on every module that keeps the
+    gradient of its output and the part of its input gradient that flows through it."""
+
+    def __init__(self, torch, twin, batch, *, localize=True):
+        self.torch, self.twin = torch, twin
+        self.rows = batch.rows
         self.localize = localize
         self.order = [name for name, _ in twin.model.named_modules()]
         self.grads = {}         # module name -> (input grads through it, output grads)
-        self.sources = []       # the embedding output that stands for token inputs
+        self.slots = batch.batched(torch)
+        values = {}
+        for slot in self.slots:
+            value = batch.value(slot)
+            if value.is_floating_point():
+                value = value.requires_grad_(True)
+            values[slot] = value
+        self.batch = batch.replaced(values)
+        self.tokens = {s: v for s, v in values.items()
+                       if not v.is_floating_point() and v.dtype != torch.bool}
+        self.sources = {}       # slot -> tensors whose gradient stands for that input's
+        self.unclaimed = []     # embedding outputs fed by no input as it was given
         self._handles = []
 
     def __enter__(self):
@@ -160,7 +244,7 @@ class _Probe:
         for name, module in self.twin.model.named_modules():
             if self.localize and not getattr(module, "inplace", False):
                 self._handles.append(module.register_full_backward_hook(self._recorder(name)))
-            if isinstance(module, embedding) and not self.x.is_floating_point():
+            if isinstance(module, embedding) and self.tokens:
                 self._handles.append(module.register_forward_hook(self._source))
         return self
 
@@ -176,42 +260,64 @@ class _Probe:
         return hook
 
     def _source(self, module, args, out):
-        if (not self.sources and isinstance(out, self.torch.Tensor) and out.requires_grad
-                and out.dim() >= 2 and out.shape[0] == self.rows):
-            out.retain_grad()
-            self.sources.append(out)
+        if not (isinstance(out, self.torch.Tensor) and out.requires_grad and out.dim() >= 2
+                and out.shape[0] == self.rows and args):
+            return
+        out.retain_grad()
+        slot = self._fed_by(args[0])
+        (self.unclaimed if slot is None else self.sources.setdefault(slot, [])).append(out)
+
+    def _fed_by(self, ids):
+        """The token input an embedding reads: the same tensor, else one equal to it."""
+        for slot, value in self.tokens.items():
+            if ids is value:
+                return slot
+        for slot, value in self.tokens.items():
+            if (isinstance(ids, self.torch.Tensor) and ids.shape == value.shape
+                    and bool((ids == value).all())):
+                return slot
+        return None
 
     def output(self, pick):
         try:
-            result = (self.twin.forward(self.x) if self.keyword is None
-                      else self.twin.model(**self.others, **{self.keyword: self.x}))
+            result = self.batch.call(self.twin.model)
         except Exception as error:  # the user's forward: report it, do not crash inside
             raise DiagnosticsError(f"model: the forward pass on a copy of the model raised "
                                    f"{type(error).__name__}: {error}") from error
+        primary = self.batch.primary
+        if primary in self.tokens and primary not in self.sources and self.unclaimed:
+            # the token input reaches its embedding changed (ids + offset): the first
+            # embedding output stands for it, as it did before inputs were told apart
+            self.sources[primary] = self.unclaimed[:1]
         return _pick(self.twin, result, pick)
 
+    def inputs(self):
+        """Per probed input slot, the tensors whose gradient is that input's."""
+        found = {}
+        for slot in self.slots:
+            value = self.batch.value(slot)
+            if value.is_floating_point():
+                found[slot] = [value]
+            elif slot in self.sources:
+                found[slot] = self.sources[slot]
+        return found
+
     def gradients(self, result, weight):
-        """Backpropagate ``sum(result * weight)``: the input gradient, and per module the
-        gradients its backward hook saw."""
-        source = self.x if self.x.is_floating_point() else next(iter(self.sources), None)
-        if source is None or not result.requires_grad:
+        """Backpropagate ``sum(result * weight)``: per input slot the gradients of its
+        sources (None when no gradient reaches any input), and per module the gradients its
+        backward hook saw."""
+        sources = self.inputs()
+        if not sources or not result.requires_grad:
             return None, {}
-        source.grad = None
+        for tensors in sources.values():
+            for tensor in tensors:
+                tensor.grad = None
         self.grads = {}
         (result * weight).sum().backward(retain_graph=True)
-        return source.grad, self.grads
-
-
-def _cast(torch, others, dtype):
-    """The other keyword inputs for the copy: floating tensors in its dtype, detached."""
-    cast = {}
-    for key, value in others.items():
-        if isinstance(value, torch.Tensor):
-            value = value.detach()
-            if value.is_floating_point() and dtype is not None:
-                value = value.to(torch.float64)
-        cast[key] = value
-    return cast
+        grads = {slot: [t.grad for t in tensors if t.grad is not None]
+                 for slot, tensors in sources.items()}
+        grads = {slot: g for slot, g in grads.items() if g}
+        return (grads or None), self.grads
 
 
 def _batch_findings(probe, result, rng):
@@ -223,23 +329,34 @@ def _batch_findings(probe, result, rng):
     for row in rows:
         weight = probe.torch.zeros_like(result)
         weight[row] = probe.torch.from_numpy(rng.standard_normal(tuple(result[row].shape)))
-        grad, modules = probe.gradients(result, weight)
-        if grad is None:
+        grads, modules = probe.gradients(result, weight)
+        if grads is None:
             return []   # no gradient reaches the inputs: nothing to judge here
-        share, other = _leak(grad, row)
+        leaks = {slot: _leak(g, row) for slot, g in grads.items()}
+        slot = max(leaks, key=lambda s: leaks[s][0])   # the first input on a tie
+        share, other = leaks[slot]
         if share > LEAK:
             where = _culprit(probe, modules, lambda g: g.dim() >= 1 and g.shape[0] == probe.rows
-                             and _leak(g, row)[0] > LEAK)
+                             and _leak([g], row)[0] > LEAK)
+            into = _entry(probe.batch, slot, len(grads))
             return [Finding(
                 "BATCH_MIXING", "error", where,
                 f"example {row}'s output depends on other examples of the batch: its "
-                f"gradient reaches example {other}'s input ({share:.2g} of the largest "
+                f"gradient reaches example {other}'s input{into} ({share:.2g} of the largest "
                 f"gradient){_in(where)}; predictions change with whatever else is in the batch",
                 "look for a view/reshape that moves the batch axis (use permute/transpose), a "
                 "softmax or normalisation over dim=0, or an RNN/attention layer fed "
                 "(batch, seq, ...) without batch_first=True",
-                {"row": row, "other_row": other, "leak": share, "module": where})]
+                {"row": row, "other_row": other, "leak": share, "module": where,
+                 "input": slot})]
     return []
+
+
+def _entry(batch, slot, probed):
+    """Where the mixing enters, in words, when the model has several inputs."""
+    if probed == 1 and len(batch.slots()) == 1:
+        return ""
+    return f" {batch_inputs.name(slot, batch)}, where the mixing enters"
 
 
 def _moved_batch_axis(rows, shape):
@@ -267,13 +384,18 @@ def _causal_findings(probe, result, rng, steps):
     for t in positions:
         weight = probe.torch.zeros_like(result)
         weight[0, t] = probe.torch.from_numpy(rng.standard_normal(tuple(result[0, t].shape)))
-        grad, modules = probe.gradients(result, weight)
-        if grad is None or grad.dim() < 2:
+        grads, modules = probe.gradients(result, weight)
+        grads = {slot: [g for g in gs if g.dim() >= 2 and g.shape[1] == steps]
+                 for slot, gs in (grads or {}).items()}
+        grads = {slot: gs for slot, gs in grads.items() if gs}
+        if not grads:
             return []
-        share, later = _future(grad[0], t)
+        futures = {slot: _future([g[0] for g in gs], t) for slot, gs in grads.items()}
+        slot = max(futures, key=lambda s: futures[s][0])
+        share, later = futures[slot]
         if share > LEAK:
             where = _culprit(probe, modules, lambda g: g.dim() >= 2 and g.shape[0] == probe.rows
-                             and g.shape[1] == steps and _future(g[0], t)[0] > LEAK)
+                             and g.shape[1] == steps and _future([g[0]], t)[0] > LEAK)
             return [Finding(
                 "CAUSALITY_LEAK", "error", where,
                 f"the output at position {t} depends on input position {later}, after it "
@@ -285,9 +407,16 @@ def _causal_findings(probe, result, rng, steps):
     return []
 
 
-def _leak(grad, row):
+def _magnitudes(grads):
+    """Per index of the first axis, the largest gradient magnitude over ``grads`` (the
+    tensors that stand for one input: itself, or the embedding outputs it feeds)."""
+    return functools.reduce(lambda a, b: a.maximum(b), [
+        g.detach().abs().reshape(g.shape[0], -1).amax(dim=1) for g in grads])
+
+
+def _leak(grads, row):
     """The largest gradient share on rows other than ``row``, and where it is."""
-    magnitude = grad.detach().abs().reshape(grad.shape[0], -1).amax(dim=1)
+    magnitude = _magnitudes(grads)
     total = float(magnitude.max())
     if total == 0.0:
         return 0.0, None
@@ -297,11 +426,11 @@ def _leak(grad, row):
     return float(others[other]) / total, other
 
 
-def _future(grad, t):
-    """The largest gradient share on positions after ``t`` (``grad``: positions first)."""
-    magnitude = grad.detach().abs().reshape(grad.shape[0], -1).amax(dim=1)
+def _future(grads, t):
+    """The largest gradient share on positions after ``t`` (``grads``: positions first)."""
+    magnitude = _magnitudes(grads)
     total = float(magnitude.max())
-    if total == 0.0 or t + 1 >= grad.shape[0]:
+    if total == 0.0 or t + 1 >= magnitude.shape[0]:
         return 0.0, None
     later = int(magnitude[t + 1:].argmax()) + t + 1
     return float(magnitude[later]) / total, later

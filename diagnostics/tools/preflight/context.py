@@ -11,8 +11,8 @@ class Run:
     item's ``Outcome`` returns; an item reads it and never assigns it."""
 
     def __init__(self, backend, batch, *, optimizer, train_step, causal: bool, data=None,
-                 test_data=None):
-        self.backend, self.batch = backend, batch
+                 test_data=None, pad_value=None):
+        self.backend, self.batch, self.pad_value = backend, batch, pad_value
         self.optimizer, self.train_step, self.causal = optimizer, train_step, causal
         self.data, self.test_data = data, test_data
         self.facts = Facts()

@@ -1,7 +1,8 @@
 """What one batch can show about the model and the labels: example i's output depends only on
-example i's input (BATCH_MIXING; with ``causal=True``, position t only on positions <= t,
-CAUSALITY_LEAK), next-token targets, output units the labels never use (LABEL_RANGE) and labels
-sorted by class (LABELS_SORTED)."""
+example i's input (BATCH_MIXING), not on its row (BATCH_POSITION_DEPENDENT; with
+``pad_value=``, not on appended pads: PADDING_CHANGES_OUTPUT; with ``causal=True``, position t
+only on positions <= t, CAUSALITY_LEAK), next-token targets, output units the labels never use
+(LABEL_RANGE) and labels sorted by class (LABELS_SORTED)."""
 from __future__ import annotations
 
 import dataclasses
@@ -32,22 +33,26 @@ def batch_independence(run: Run) -> Outcome:
         probed = dict(batch.kwargs)                  # keyword inputs: input_ids and the rest
     elif not batch.kwargs and len(batch.args) == 1 and backend.is_tensor(batch.args[0]):
         probed = batch.args[0]
+    elif not batch.kwargs and any(backend.is_tensor(a) for a in batch.args):
+        probed = tuple(batch.args)                   # positional inputs, probed together
     else:
-        return skipped("one tensor input or keyword inputs needed: run "
-                       "check_batch_independence")
+        return skipped("tensor inputs needed: run check_batch_independence")
     if batch.batch_size < 2:
         return skipped("a batch of one example")
-    what = "example i's output depends only on example i's input"
+    what = "example i's output depends only on example i's input, not on its row"
     if run.causal:
         what += ", and position t's only on positions <= t"
+    if run.pad_value is not None:
+        what += f", and not on pads ({run.pad_value!r}) appended to the sequence inputs"
     try:
         findings = check_batch_independence(backend.model, probed, causal=run.causal,
-                                            output=batch.selector)
+                                            output=batch.selector, pad_value=run.pad_value)
     except DiagnosticsError as error:   # raised by the user's model (its cause) fails the item
         return Outcome(FAIL if error.__cause__ is not None else SKIP, f"not checked: {error}")
     if findings:
         return judged("; ".join(first_line(f) for f in findings), findings)
-    return passed(what + " (on a copy in eval mode)")
+    return passed(what + " (on a copy in eval mode)" + (f"; {findings.note}"
+                                                         if findings.note else ""))
 
 
 def next_token(run: Run) -> Outcome:

@@ -37,7 +37,8 @@ class Item:
 
 def preflight(model: Any, loss_fn: Callable, inputs: Any, targets: Any, *,
               optimizer: Any = None, train_step: Callable | None = None, output: Any = None,
-              causal: bool = False, data: Any = None, test_data: Any = None) -> PreflightReport:
+              causal: bool = False, data: Any = None, test_data: Any = None,
+              pad_value: Any = None) -> PreflightReport:
     """Run the pre-training checklist on one batch; returns a ``PreflightReport``.
 
     ``optimizer`` defaults to Adam(lr=3e-3). ``train_step(model, (inputs, targets), optimizer)``
@@ -54,7 +55,10 @@ def preflight(model: Any, loss_fn: Callable, inputs: Any, targets: Any, *,
     ``train_step`` are not undone. ``data`` (and ``test_data``): your training Dataset or
     DataLoader (and the test one), read through their transforms by a "data pipeline" item
     (``validate_data``); given ``train_step``, a "step equivalence" item checks that it applies
-    loss_fn's gradient on the batch (``check_step_equivalence``).
+    loss_fn's gradient on the batch (``check_step_equivalence``). ``pad_value``: the id or
+    value your collate pads sequences with; the batch independence item then also pads the
+    batch's sequence inputs and requires each example's output to stay the same
+    (PADDING_CHANGES_OUTPUT, as ``check_batch_independence(..., pad_value=)``).
     """
     from .table import ITEMS
 
@@ -63,8 +67,11 @@ def preflight(model: Any, loss_fn: Callable, inputs: Any, targets: Any, *,
                                      train_step=train_step, output=output, check_foreign=False)
     require(test_data is None or data is not None, "test_data", "to come with data",
             "test_data without data")
+    require(pad_value is None or (isinstance(pad_value, (int, float))
+                                  and not isinstance(pad_value, bool)), "pad_value",
+            "None or a number (the id or value a collate pads sequences with)", repr(pad_value))
     run = Run(backend, batch, optimizer=optimizer, train_step=train_step, causal=causal,
-              data=data, test_data=test_data)
+              data=data, test_data=test_data, pad_value=pad_value)
     if optimizer is not None:
         run.keep_tensors(T.foreign_parameters(backend, optimizer))
     try:

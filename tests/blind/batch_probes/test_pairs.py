@@ -80,27 +80,9 @@ MODULES = [
 ]
 HEALTHY = ["healthy_bn_cnn_eval", "healthy_masked_transformer_tagger"]
 
-_SECOND_INPUT = "passed quietly: only the first tensor / input_ids is probed, the mixing is in another"
-_NO_POSITION = "passed quietly: no probe of the example's position in the batch"
-_NO_PAD = "TypeError: check_batch_independence() has no pad_value keyword"
-MISSED = {
-    "cnn_meta_hand_standardised": _SECOND_INPUT,
-    "dual_encoder_doc_softmax_over_batch": _SECOND_INPUT,
-    "film_mlp_condition_normalize_dim0": _SECOND_INPUT,
-    "transformer_seq_first_positions": _NO_POSITION,
-    "mlp_load_forecast_row_bias": _NO_POSITION,
-    "mf_recommender_bias_by_arange": _NO_POSITION,
-    "bow_mean_pool_ignores_mask": _NO_PAD,
-    "transformer_cls_no_key_padding_mask": _NO_PAD,
-    "conv_tagger_time_norm_with_pads": _NO_PAD,
-}
+MISSED = {}                # a buggy model that passes quietly -> why
 FALSE_ALARMS = {}          # a fixed twin or healthy model that alarms -> why
-NOT_YET_ACCEPTED = {       # the check raises on the options of the intended API
-    "bow_mean_pool_ignores_mask": _NO_PAD,
-    "transformer_cls_no_key_padding_mask": _NO_PAD,
-    "conv_tagger_time_norm_with_pads": _NO_PAD,
-    "healthy_masked_transformer_tagger": _NO_PAD,
-}
+NOT_YET_ACCEPTED = {}      # the check raises on the options of the intended API
 
 RUNS = pairs.BatchChecks(__package__)
 

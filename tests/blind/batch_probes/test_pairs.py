@@ -58,12 +58,14 @@ torch 2.13, one thread; buggy -> fixed):
 HEALTHY (build() only): healthy_bn_cnn_eval (Conv-BatchNorm CNN in eval mode, raw tensor);
 healthy_masked_transformer_tagger (HF dict, key padding mask, per-position output, pad_value=0).
 
-Today's gradhunt (check_batch_independence(model, inputs, *, causal, output, seed), written
-before the intended API): all nine buggy models pass quietly (MISSED): (a) probes only
+When written, gradhunt (check_batch_independence(model, inputs, *, causal, output, seed),
+before the intended API) let all nine buggy models pass quietly (MISSED): (a) probes only
 ``input_ids`` or the first tensor, and the mixing is in another input; (b) has no
 position-in-batch probe; (c) raises TypeError (no ``pad_value`` keyword). The six (a)/(b)
 twins and healthy_bn_cnn_eval are quiet; the (c) twins and the masked tagger raise the same
-TypeError (NOT_YET_ACCEPTED, strict xfail). No false alarm today.
+TypeError (NOT_YET_ACCEPTED, strict xfail). No false alarm. Since every input is probed and
+the permutation and padding tests exist (``pad_value=``): all nine named, the nine twins and two
+healthy models quiet.
 """
 from tests.blind import pairs
 

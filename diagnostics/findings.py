@@ -52,6 +52,8 @@ CODES = {
                                    "(NLL, CTC, KL-divergence's input)",
     "TARGET_CARRIES_GRADIENT": "a loss's target is computed by the trained network with its "
                                "graph: the loss moves the target too",
+    "TARGET_NETWORK_FROZEN": "the copy of the trained network that computes the loss's "
+                             "targets (a target network, an EMA teacher) is never refreshed",
     "TERM_DETACHED": "a term of the loss reaches only another network's parameters, whose "
                      "gradient is cleared unused: the term trains nothing",
     "AMP_OVERFLOW": "fp16 gradients overflow: the GradScaler keeps skipping steps",

@@ -574,6 +574,11 @@ class _GuardedHooks:
     def add_forward_hook(self, module, hook):
         return self._backend.add_forward_hook(module, self._monitor._shielded(hook))
 
+    def shielded(self, hook):
+        """``hook`` shielded as the Monitor's own hooks are, for a hook a probe registers
+        itself (a global module hook: ``probes/target_network.py``)."""
+        return self._monitor._shielded(hook)
+
     def add_forward_pre_hook(self, module, hook, *, with_kwargs=False):
         return self._backend.add_forward_pre_hook(module, self._monitor._shielded(hook),
                                                   with_kwargs=with_kwargs)

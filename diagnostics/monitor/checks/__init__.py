@@ -9,7 +9,8 @@ steps and on every ``report()``.
 from . import (activations, clipping, detached_terms, eval_randomness, frozen_norm, gradients,
                graph, inputs, loss, loss_inputs, mixed_precision, model_calls, model_structure,
                modes, next_token, optimizer_eps, probabilities, registration, schedule,
-               step_contract, step_gradients, target_gradients, targets, training_mode, updates)
+               step_contract, step_gradients, target_gradients, target_network, targets,
+               training_mode, updates)
 
 FULL_CHECK_STEPS = 50
 
@@ -26,7 +27,8 @@ CHECKS = (loss.CHECKS + gradients.CHECKS + updates.CHECKS + activations.CHECKS +
           + step_contract.CHECKS + eval_randomness.CHECKS + registration.CHECKS
           + model_structure.CHECKS + frozen_norm.CHECKS
           + loss_inputs.CHECKS + targets.CHECKS + target_gradients.CHECKS
-          + detached_terms.CHECKS + model_calls.CHECKS + next_token.CHECKS)
+          + detached_terms.CHECKS + model_calls.CHECKS + next_token.CHECKS
+          + target_network.CHECKS)
 
 
 def run_checks(view, *, urgent_only=False, skip=frozenset(), on_error=None):

@@ -18,6 +18,8 @@ probe                     signal
 ``TargetsProbe``          the targets cross-entropy and NLL score: per-class counts, ignored
                           positions inside the content, padding runs; the loss's class count
 ``TargetGradientsProbe``  a loss's ``target`` computed by the trained network with its graph
+``TargetNetworkProbe``    a copy of the trained network that computes the loss's targets
+                          without gradients (a DQN target, an EMA teacher): does it follow?
 ``DetachedTermsProbe``    a term of the loss whose gradient reaches only another network's
                           parameters, and is cleared there unused
 ``StepContractProbe``     each optimizer step's window: backward passes, clearing, clipping
@@ -108,6 +110,7 @@ from .schedule import ScheduleProbe
 from .step_contract import StepContractProbe
 from .step_gradients import StepGradientsProbe
 from .target_gradients import TargetGradientsProbe
+from .target_network import TargetNetworkProbe
 from .targets import TargetsProbe
 from .training_mode import TrainingModeProbe
 from .travel import TravelProbe
@@ -120,7 +123,7 @@ PROBES = (LossProbe, LearningRateProbe, InputsProbe, OutputsProbe, ActivationsPr
           StepContractProbe, ClippingProbe, OptimizerEpsProbe, EvalRandomnessProbe,
           UnregisteredProbe, OtherOptimizerProbe, ModelStructureProbe,
           FrozenNormProbe, LossInputsProbe, TargetsProbe, TargetGradientsProbe,
-          DetachedTermsProbe, ModelCallsProbe, NextTokenProbe,
+          DetachedTermsProbe, ModelCallsProbe, NextTokenProbe, TargetNetworkProbe,
           # last: its step pre-hook may set the gradients aside (the guard), after the
           # others' hooks have read them
           StepGradientsProbe)
@@ -131,5 +134,6 @@ __all__ = ["PROBES", "Context", "Probe", "Signal", "ActivationsProbe", "Clipping
            "MixedPrecisionProbe", "ModelCallsProbe", "ModelStructureProbe", "NextTokenProbe",
            "ModesProbe", "OptimizerEpsProbe", "OtherOptimizerProbe", "OutputsProbe",
            "ProbabilitiesProbe", "ScheduleProbe", "StepContractProbe", "StepGradientsProbe",
-           "TargetGradientsProbe", "TargetsProbe", "TrainingModeProbe", "TravelProbe",
+           "TargetGradientsProbe", "TargetNetworkProbe", "TargetsProbe", "TrainingModeProbe",
+           "TravelProbe",
            "UnregisteredProbe", "UpdatesProbe"]

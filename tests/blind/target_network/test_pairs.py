@@ -42,10 +42,9 @@ HEALTHY = [
     "healthy_frozen_teacher",
 ]
 MISSED = {
-    "dqn_chain": pairs.NO_CHECK_YET,
-    "dqn_agent_grid": "no check yet; and today copy.deepcopy(q) raises TypeError under Monitor",
-    "polyak_critic": pairs.NO_CHECK_YET,
-    "mean_teacher_gru": pairs.NO_CHECK_YET,
+    "polyak_critic": ("its 700 steps end before TARGET_NETWORK_FROZEN judges a target that never "
+                      "changed (more than 1000 steps, the longest hard-copy period assumed); "
+                      "only the 'not judged yet' info is given"),
 }
 FALSE_ALARMS = {}
 

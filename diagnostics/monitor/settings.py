@@ -94,6 +94,10 @@ class Thresholds:
     # a moving target (another optimizer trains what the loss depends on): the tensor changed
     # at this many sampled steps: trained, not edited once
     moving_target_changes: int = 2
+    # TARGET_NETWORK_FROZEN: optimizer steps a target network may stay bit for bit unchanged
+    # before a refresh that never runs is reported: the longest published hard period (the
+    # Nature DQN's target update every 10,000 parameter updates)
+    target_refresh_period: int = 10_000
 
     def loss_window_steps(self, steps):
         """How many of the last losses the loss checks judge once ``steps`` of them exist."""

@@ -12,14 +12,13 @@ Two ways a refresh fails, judged on different evidence:
 - it never runs (a sync on a counter that is reset, a deep copy into a local name, a Polyak
   update that rebinds the loop variable): the target is bit for bit what it was. Here the
   refresh period is unknown, and a hard copy every N steps is frozen between copies by design,
-  so a target is judged only once it stayed unchanged for more than ``MAX_PERIOD`` optimizer
-  steps. Soft updates (Polyak, EMA) run every step or two; the hard periods in common DQN code
-  are 50 (CleanRL's classic control: 500 environment steps, one update per 10) to 250
-  (CleanRL's Atari: 1000 steps, one update per 4) optimizer steps, and 1000 is the period a
-  user would call long; longer ones (Dopamine's and SB3's Atari defaults, about 2000-2500
-  updates) are reported once they pass 1000 unrefreshed and resolve at their first copy. Before
-  that it is "not judged yet" (an info). Warning: no refresh was seen at all, which a longer
-  period would also explain.
+  so a target is judged only once it stayed unchanged for more than
+  ``Thresholds.target_refresh_period`` optimizer steps, the longest hard period of the
+  published defaults: the Nature DQN's C = 10,000 parameter updates (SB3's 10,000 environment
+  steps, Dopamine's 8,000 frames, CleanRL's 50-250 updates are shorter), so that no published
+  schedule is reported before its first copy. Soft updates (Polyak, EMA) run every step or
+  two. Before that it is "not judged yet" (an info). Warning: no refresh was seen at all, which
+  a longer period would also explain.
 
 Both need the trained network to have moved away from the target: by ``MIN_MOVED`` of the
 target's parameter norm, so that the targets come from a network measurably different from
@@ -29,7 +28,6 @@ from ...findings import Finding
 from ..probes.target_network import TargetNetworks
 
 MIN_WRITES = 3       # sampled steps the target changed at: a refresh that runs, not one write
-MAX_PERIOD = 1000    # optimizer steps a hard refresh may leave the target unchanged
 MIN_MOVED = 0.1      # the trained network's distance from the target, per target norm
 
 
@@ -37,10 +35,11 @@ def target_network_frozen(view):
     networks = view.signal(TargetNetworks)
     if networks is None:
         return []
-    return [finding for track in networks.tracks for finding in _judged(track)]
+    period = view.thresholds.target_refresh_period
+    return [finding for track in networks.tracks for finding in _judged(track, period)]
 
 
-def _judged(track):
+def _judged(track, period):
     observations = track.observations
     last = observations[-1]
     moved = last.online_moved / track.norm if track.norm else 0.0
@@ -59,11 +58,11 @@ def _judged(track):
             f"refresh runs on another object or averages the target with itself"), steps)]
     if writes:
         return []                                 # changed once or twice, by someone: unclear
-    if steps <= MAX_PERIOD:
+    if steps <= period:
         return [_finding(track, "info", (
             f"has not changed in the {steps} steps observed so far while {_trained(track)} "
             f"moved by {moved:.0%} of its norm; not judged yet: a target copied every N steps "
-            f"is frozen between copies, and it is judged after {MAX_PERIOD} steps"), steps)]
+            f"is frozen between copies, and it is judged after {period} steps"), steps)]
     return [_finding(track, "warning", (
         f"never changed in {steps} steps (bit for bit) while {_trained(track)} moved by "
         f"{last.online_moved:.3g} ({moved:.0%} of its norm): the targets still come from the "

@@ -29,6 +29,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
+from ..compiled import module_underneath
 from ..layout import optimizer_parameter_ids
 from .base import Probe, Signal
 from .loss_calls import LOSS_CALLS, argument
@@ -105,7 +106,9 @@ class TargetNetworkProbe(Probe):
     # -- finding the candidates ------------------------------------------------------------
 
     def attach(self):
-        if not self._torch:
+        # a global hook makes torch.compile warn (and guard on it): a compiled model is left
+        # alone, as its modules are (``compiled.py``)
+        if not self._torch or module_underneath(self.ctx.backend.model) is not None:
             return []
         import torch
 

@@ -115,6 +115,12 @@ class LossInputsProbe(Probe):
     def signals(self):
         return (LossInputs(tuple(self._records)),)
 
+    def close(self):
+        self._pending = []
+        if self._listening:
+            self._listening = False
+            LOSS_CALLS.unlisten(self)
+
 
 def _unnormalised_share(values, axes):
     """The share of rows whose log-sum-exp along the class axis is off 0 by more than
@@ -122,9 +128,3 @@ def _unnormalised_share(values, axes):
     wide = values if values.element_size() >= 4 else values.float()   # half: in float32
     shares = [(wide.logsumexp(axis).abs() > LSE_TOLERANCE).float().mean() for axis in axes]
     return shares[0] if len(shares) == 1 else shares[0].minimum(shares[1])
-
-    def close(self):
-        self._pending = []
-        if self._listening:
-            self._listening = False
-            LOSS_CALLS.unlisten(self)

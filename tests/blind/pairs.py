@@ -47,9 +47,19 @@ def xfail_marked(names: Sequence[str], table: Collection[str] = (), *,
             if n in reasons else n for n in names]
 
 
-def each(names: Sequence[str], judge: Callable[[str], None], *, xfail: Collection[str] = ()):
-    """A test function asking ``judge(name)`` of each name (test ids: the names)."""
-    @pytest.mark.parametrize("name", xfail_marked(names, xfail))
+def each(names: Sequence[str], judge: Callable[[str], None], *, xfail: Collection[str] = (),
+         cpu_dependent: Mapping[str, str] | None = None):
+    """A test function asking ``judge(name)`` of each name (test ids: the names).
+    ``cpu_dependent``: names whose outcome turns on a chaotic trajectory that differs between
+    CPUs (name -> what differs): a non-strict xfail, a debt to pay by making the program
+    robust, never a place for a pair that fails everywhere."""
+    marked = xfail_marked(names, xfail)
+    for index, name in enumerate(names):
+        if cpu_dependent and name in cpu_dependent:
+            marked[index] = pytest.param(name, marks=pytest.mark.xfail(
+                strict=False, reason=f"CPU-dependent: {cpu_dependent[name]}"))
+
+    @pytest.mark.parametrize("name", marked)
     def test(name):
         judge(name)
     return test

@@ -53,8 +53,16 @@ MISSED = {
 # the exhausted-iterable program's clip warns that it was given no tensors (its bug)
 EMPTY_GENERATOR = pytest.mark.filterwarnings("ignore:`parameters` is an empty generator")
 
+# bug_is_real on a chaotic trajectory: name -> what differs between CPUs
+CPU_DEPENDENT = {
+    "lstm_clip_before_backward": "the unclipped LSTM at lr 1.5 blows up and stays at 0.395 on "
+    "the CPU it was written on; on others (AVX-512 kernels) it recovers to 0.996 like its twin; "
+    "CLIP_HAS_NO_EFFECT is named either way",
+}
+
 RUNS = pairs.Monitored(__package__)
-test_bug_is_real = EMPTY_GENERATOR(pairs.each(MODULES, RUNS.bug_is_real))
+test_bug_is_real = EMPTY_GENERATOR(pairs.each(MODULES, RUNS.bug_is_real,
+                                              cpu_dependent=CPU_DEPENDENT))
 test_buggy_named_at_root_cause_first = EMPTY_GENERATOR(
     pairs.each(MODULES, RUNS.named_first, xfail=MISSED))
 test_fixed_twin_quiet = pairs.each(MODULES, RUNS.quiet)

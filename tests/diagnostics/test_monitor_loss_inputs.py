@@ -4,24 +4,8 @@ and the loss functions are torch's own again after close()."""
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from diagnostics import Monitor
-
-
-def _run(squash, loss_of, *, steps=120, classes=5):
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, classes))
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    with Monitor(model, optimizer) as monitor:
-        for _ in range(steps):
-            x = torch.randn(32, 8)
-            optimizer.zero_grad()
-            loss = loss_of(squash(model(x)), x)
-            loss.backward()
-            optimizer.step()
-            monitor.step(loss)
-    return monitor.report()
+from tests.support.squashed_outputs import train_squashed
 
 
 def _multilabel(out, x):
@@ -46,7 +30,7 @@ CASES = [
 @pytest.mark.parametrize("squash, loss_of, name", CASES)
 def test_probabilities_into_a_loss_that_expects_logits_or_log_probabilities(squash, loss_of,
                                                                              name):
-    found = [f for f in _run(squash, loss_of).findings
+    found = [f for f in train_squashed(squash, loss_of).findings
              if f.code == "PROBABILITIES_AS_LOGITS" and f.location == "loss"]
     assert len(found) == 1 and found[0].message.startswith(name)
 
@@ -57,17 +41,18 @@ def test_probabilities_into_a_loss_that_expects_logits_or_log_probabilities(squa
     (lambda s: torch.log_softmax(s, dim=1), _nll),
 ])
 def test_logits_and_log_probabilities_are_quiet(squash, loss_of):
-    assert "PROBABILITIES_AS_LOGITS" not in {f.code for f in _run(squash, loss_of).findings}
+    report = train_squashed(squash, loss_of)
+    assert "PROBABILITIES_AS_LOGITS" not in {f.code for f in report.findings}
 
 
 def test_values_in_zero_one_at_the_first_steps_alone_say_nothing():
     """BCE's logits at init may all lie in [0, 1]; the evidence is a model that trained."""
-    report = _run(lambda s: torch.sigmoid(s), _multilabel, steps=3)
+    report = train_squashed(lambda s: torch.sigmoid(s), _multilabel, steps=3)
     assert not [f for f in report.findings if f.location == "loss"
                 and f.code == "PROBABILITIES_AS_LOGITS"]
 
 
 def test_the_loss_functions_are_torchs_own_after_close():
     originals = (F.binary_cross_entropy_with_logits, F.kl_div, F.nll_loss)
-    _run(lambda s: s, _multilabel, steps=2)
+    train_squashed(lambda s: s, _multilabel, steps=2)
     assert (F.binary_cross_entropy_with_logits, F.kl_div, F.nll_loss) == originals

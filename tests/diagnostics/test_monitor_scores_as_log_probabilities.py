@@ -9,25 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from diagnostics import Monitor
+from tests.support.squashed_outputs import train_squashed
 from diagnostics.monitor.probes.loss_inputs import LSE_TOLERANCE, _unnormalised_share
 
 CLASSES = 5
-
-
-def _run(squash, loss_of, *, steps=120):
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, CLASSES))
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    with Monitor(model, optimizer) as monitor:
-        for _ in range(steps):
-            x = torch.randn(32, 8)
-            optimizer.zero_grad()
-            loss = loss_of(squash(model(x)), x)
-            loss.backward()
-            optimizer.step()
-            monitor.step(loss)
-    return monitor.report()
 
 
 def _nll(out, x):
@@ -54,7 +39,7 @@ def _found(report):
 @pytest.mark.parametrize("loss_of, name", [(_nll, "nll_loss"), (_kl, "kl_div"),
                                            (_ctc, "ctc_loss")])
 def test_raw_scores_into_a_loss_of_log_probabilities_are_named(loss_of, name):
-    report = _run(lambda s: s, loss_of)
+    report = train_squashed(lambda s: s, loss_of)
     (finding,) = _found(report)
     assert finding.message.startswith(name) and finding.severity == "error"
     assert finding.location == "loss" and "log_softmax" in finding.suggestion
@@ -62,12 +47,12 @@ def test_raw_scores_into_a_loss_of_log_probabilities_are_named(loss_of, name):
 
 
 def test_nll_of_raw_scores_says_the_loss_went_below_zero():
-    (finding,) = _found(_run(lambda s: s, _nll))
+    (finding,) = _found(train_squashed(lambda s: s, _nll))
     assert finding.evidence["negative_losses"] > 0 and "below zero" in finding.message
 
 
 def test_a_log_softmax_over_the_batch_axis_is_named():
-    (finding,) = _found(_run(lambda s: torch.log_softmax(s, dim=0), _nll))
+    (finding,) = _found(train_squashed(lambda s: torch.log_softmax(s, dim=0), _nll))
     assert "another dim" in finding.message
 
 
@@ -78,11 +63,11 @@ def test_a_log_softmax_over_the_batch_axis_is_named():
 ])
 @pytest.mark.parametrize("loss_of", [_nll, _kl, _ctc])
 def test_log_probabilities_are_quiet(squash, loss_of):
-    assert not _found(_run(squash, loss_of, steps=60))
+    assert not _found(train_squashed(squash, loss_of, steps=60))
 
 
 def test_probabilities_are_left_to_probabilities_as_logits():
-    codes = {f.code for f in _run(lambda s: torch.softmax(s, dim=1), _nll).findings}
+    codes = {f.code for f in train_squashed(lambda s: torch.softmax(s, dim=1), _nll).findings}
     assert "PROBABILITIES_AS_LOGITS" in codes and "SCORES_AS_LOG_PROBABILITIES" not in codes
 
 
@@ -101,5 +86,5 @@ def test_the_share_of_unnormalised_rows_is_zero_for_log_softmax_and_one_when_shi
 
 def test_ctc_is_watched_and_torchs_own_again_after_close():
     original = F.ctc_loss
-    _run(lambda s: torch.log_softmax(s, dim=1), _ctc, steps=2)
+    train_squashed(lambda s: torch.log_softmax(s, dim=1), _ctc, steps=2)
     assert F.ctc_loss is original

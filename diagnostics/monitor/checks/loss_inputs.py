@@ -1,6 +1,7 @@
 """PROBABILITIES_AS_LOGITS and SCORES_AS_LOG_PROBABILITIES, read off the values a loss received
 (``probes.loss_inputs``)."""
 from ...findings import Finding
+from ..probes.loss_calls import loss_name
 from ..probes.loss_inputs import EXPECTS, LSE_TOLERANCE, LossInputs
 
 MIN_RECORDS = 2        # sampled steps that show it
@@ -43,8 +44,7 @@ def probabilities_into_loss(view):
     return findings
 
 
-_LOG_LOSSES = {"nll_loss": "nll_loss (NLLLoss)", "ctc_loss": "ctc_loss (CTCLoss)",
-               "kl_div": "kl_div (KLDivLoss)"}
+_LOG_LOSSES = ("nll_loss", "ctc_loss", "kl_div")
 _LOG_FIX = {
     "nll_loss": "end the model with F.log_softmax(scores, dim=1) (the class axis), or give the "
                 "raw scores to F.cross_entropy / nn.CrossEntropyLoss, which applies log_softmax "
@@ -71,7 +71,7 @@ def scores_as_log_probabilities(view):
     if inputs is None:
         return []
     findings = []
-    for function, name in _LOG_LOSSES.items():
+    for function in _LOG_LOSSES:
         records = [r for r in inputs.records
                    if r.function == function and r.unnormalised is not None]
         if (len(records) < MIN_RECORDS or any(_probabilities(r, "log-probabilities")
@@ -90,8 +90,9 @@ def scores_as_log_probabilities(view):
                  if negative else "")
         findings.append(Finding(
             "SCORES_AS_LOG_PROBABILITIES", "error", "loss",
-            f"{name} expects log-probabilities but was given raw scores: at every one of the "
-            f"{len(records)} sampled steps from step {records[0].step} to {records[-1].step}, "
+            f"{loss_name(function)} expects log-probabilities but was given raw scores: at "
+            f"every one of the {len(records)} sampled steps from step {records[0].step} to "
+            f"{records[-1].step}, "
             f"at least {share:.0%} of its input's rows, exponentiated, do not sum to 1 along "
             f"the class axis (log-sum-exp off 0 by more than {LSE_TOLERANCE:g}), with {what} "
             f"(shape {records[-1].shape}){below}; the loss then rewards inflating the scores "

@@ -6,12 +6,12 @@ import numpy as np
 
 from ...findings import Finding
 from ...tools.label_checks import LabelTally, judge_label_range
+from ..probes.loss_calls import loss_name
 from ..probes.targets import LossTargets
 
 MIN_STEPS = 2          # sampled steps that show it: one odd batch is not the data
 PADDING_SHARE = 0.5    # padding is "most of the scored positions" beyond this share
 
-_LOSSES = {"cross_entropy": "cross_entropy (CrossEntropyLoss)", "nll_loss": "nll_loss (NLLLoss)"}
 
 
 def ignored_class(view):
@@ -34,7 +34,7 @@ def ignored_class(view):
         elements = sum(r.elements for r in measured)
         findings.append(Finding(
             "IGNORED_CLASS", "warning", "loss",
-            f"{_LOSSES[function]} is called with ignore_index={ignore}, which is class {ignore} "
+            f"{loss_name(function)} is called with ignore_index={ignore}, which is class {ignore} "
             f"of the {classes} classes its input scores, and the positions it drops are real "
             f"content, not padding: at {len(inside)} of {len(measured)} sampled steps they lie "
             f"between scored positions ({last.ignored_interior} of the {last.ignored} ignored "
@@ -74,7 +74,7 @@ def padding_scored(view):
                     f"mask the wrong way round)" if share >= 0.99 and ignored > 0 else "")
         findings.append(Finding(
             "PADDING_SCORED", "warning", "loss",
-            f"{share:.0%} of the positions {_LOSSES[function]} scores are padding: the value "
+            f"{share:.0%} of the positions {loss_name(function)} scores are padding: the value "
             f"{run.value} fills the {run.end} run of {len(lengths)} of the {len(run.runs)} "
             f"rows (lengths {min(lengths)}..{max(lengths)} of {record.layout[1]}) and occurs "
             f"nowhere else, and it is not ignore_index ({ignore}), at {len(steps)} sampled "
@@ -119,7 +119,7 @@ def label_range_per_element(view):
         tally = LabelTally(counts, draws=draws, outside=sum(r.outside for r in judged),
                            exempt=frozenset({ignore}) if 0 <= ignore < classes else frozenset())
         seen = (f"over {draws} examples of per-element targets ({elements} targets at "
-                f"{len(judged)} sampled steps, {_LOSSES[function]})")
+                f"{len(judged)} sampled steps, {loss_name(function)})")
         findings += judge_label_range(
             tally, seen=seen, location="loss",
             expectation="each class would be in about {:.0f} of them",

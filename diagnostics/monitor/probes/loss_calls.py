@@ -19,8 +19,20 @@ FUNCTIONS = ("binary_cross_entropy_with_logits", "binary_cross_entropy", "cross_
              "kl_div", "nll_loss", "ctc_loss", "mse_loss", "l1_loss", "smooth_l1_loss",
              "huber_loss")
 
+# how a message names each function: itself and the module that calls it
+MODULES = {"binary_cross_entropy_with_logits": "BCEWithLogitsLoss",
+           "binary_cross_entropy": "BCELoss", "cross_entropy": "CrossEntropyLoss",
+           "kl_div": "KLDivLoss", "nll_loss": "NLLLoss", "ctc_loss": "CTCLoss",
+           "mse_loss": "MSELoss", "l1_loss": "L1Loss", "smooth_l1_loss": "SmoothL1Loss",
+           "huber_loss": "HuberLoss"}
+
 _LISTENERS = []
 _INSTALLED = []      # (owner, name, original, wrapper)
+
+
+def loss_name(function):
+    """``nll_loss (NLLLoss)``: the function a loss call went through, and its module."""
+    return f"{function} ({MODULES[function]})"
 
 
 def argument(args, kwargs, index, name):
